@@ -1,0 +1,87 @@
+"""XML-tag parser for model output: robust to whatever a model writes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from envs.policies.base import Message
+
+
+class XMLParser:
+    """Extracts `<field>...</field>` values from text.
+
+    Every input gives a defined result and never raises: a missing, unclosed or empty tag
+    gives None; when a tag appears more than once the last complete occurrence wins (the
+    model's final word); nested same-name tags resolve to the innermost content.
+    """
+
+    def __init__(self, fields: Sequence[str] = ("think", "move"), answer_field: str = "move"):
+        if answer_field not in fields:
+            raise ValueError(f"answer_field {answer_field!r} must be one of fields {list(fields)}")
+        self.fields = tuple(fields)
+        self.answer_field = answer_field
+        # Content may not contain another opening tag of the same name: this picks the
+        # innermost element when tags nest, and skips an unclosed opener before a closed one.
+        self._patterns = {f: re.compile(rf"<{f}>((?:(?!<{f}>).)*?)</{f}>", re.DOTALL) for f in self.fields}
+        # Well formed: declared fields in order, each at most once, answer required, only
+        # whitespace between them, and no field tag inside another field's content.
+        any_tag = "|".join(map(re.escape, self.fields))
+        content = rf"((?:(?!</?(?:{any_tag})>).)*)"
+        parts = [
+            rf"<{f}>{content}</{f}>\s*" if f == answer_field else rf"(?:<{f}>{content}</{f}>\s*)?"
+            for f in self.fields
+        ]
+        self._well_formed_memo: dict[str, bool] = {}  # models repeat themselves; the check is pure
+        self._well_formed = re.compile(r"\s*" + "".join(parts), re.DOTALL)
+
+    def parse(self, text: object) -> dict[str, str | None]:
+        """Return {field: stripped content or None} for every field."""
+        if not isinstance(text, str):
+            return dict.fromkeys(self.fields)
+        out: dict[str, str | None] = {}
+        for f, pattern in self._patterns.items():
+            value = None
+            for m in pattern.finditer(text):
+                value = m.group(1)
+            value = value.strip() if value is not None else None
+            out[f] = value or None
+        return out
+
+    def parse_answer(self, completion: str | Sequence[Message]) -> str | None:
+        """Answer field of the latest assistant message only (never an earlier one)."""
+        text = completion if isinstance(completion, str) else last_assistant_content(completion)
+        if text is None:
+            return None
+        value = None
+        for m in self._patterns[self.answer_field].finditer(text):
+            value = m.group(1)
+        return (value.strip() or None) if value is not None else None
+
+    def is_well_formed(self, text: object) -> bool:
+        """True when the answer tag appears once, non-empty, and other fields at most once, in order."""
+        if not isinstance(text, str):
+            return False
+        memo = self._well_formed_memo
+        if text not in memo:
+            if len(memo) > 100_000:
+                memo.clear()
+            m = self._well_formed.fullmatch(text)
+            memo[text] = m is not None and all(g is None or g.strip() for g in m.groups())
+        return memo[text]
+
+    def format_reward(self, completion: Sequence[Message], **_: object) -> float:
+        """Fraction of assistant messages that are well formed (`<think>` optional, answer required)."""
+        replies = [m.get("content") for m in completion if m.get("role") == "assistant"]
+        if not replies:
+            return 0.0
+        return sum(self.is_well_formed(r) for r in replies) / len(replies)
+
+
+def last_assistant_content(messages: Sequence[Message]) -> str | None:
+    """Content of the latest assistant message, or None when there is none."""
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            content = m.get("content")
+            return content if isinstance(content, str) else None
+    return None

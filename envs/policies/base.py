@@ -1,0 +1,33 @@
+"""The policy protocol: a batch of conversations in, the next assistant messages out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+Message = dict  # {"role": "system" | "user" | "assistant" | "tool", "content": str, ...}
+Conversation = list[Message]
+
+
+@dataclass
+class Reply:
+    """One assistant message produced by a policy, with exact tokens when the policy has them."""
+
+    content: str
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    extra: dict = field(default_factory=dict)
+
+    def message(self) -> Message:
+        """The reply as a chat message."""
+        return {"role": "assistant", "content": self.content}
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that answers a batch of conversations: scripted players, local models, APIs."""
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        """Return one Reply per conversation, in order."""
+        ...

@@ -1,0 +1,27 @@
+"""Environments by name: each is a module with a `load_environment(**kwargs)` factory."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from envs.environment import Environment
+
+BUILTIN = {"tictactoe": "envs.tictactoe"}
+
+
+def load_environment(name: str, **kwargs: Any) -> Environment:
+    """Build a registered environment (`tictactoe`) or one from any importable module path."""
+    module_name = BUILTIN.get(name, name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise ValueError(
+            f"unknown environment {name!r}: not one of {sorted(BUILTIN)} and no module {module_name!r}; "
+            "pass a built-in name or the import path of a module that defines load_environment()"
+        ) from exc
+    if not hasattr(module, "load_environment"):
+        raise ValueError(f"module {module_name!r} has no load_environment(**kwargs) factory")
+    return module.load_environment(**kwargs)

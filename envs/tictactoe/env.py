@@ -1,0 +1,246 @@
+"""The tic-tac-toe environment: the model plays X or O against minimax with skill."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from envs.environment import Environment
+from envs.parser import XMLParser
+from envs.policies.base import Message
+from envs.rubric import Rubric
+from envs.tictactoe.board import (
+    STATES,
+    legal_moves,
+    opponent_move,
+    optimal_moves,
+    play,
+    splitmix64,
+    to_move,
+    winner,
+)
+from envs.tictactoe.players import ExpertPlayer, rationale
+from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, user_message
+from envs.tictactoe.tictactoe_config import TicTacToeConfig
+
+OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
+# Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
+SPLIT_SEED_RANGES = {
+    "train": (0, 700_000_000),
+    "eval": (700_000_000, 1_400_000_000),
+    "test": (1_400_000_000, 2_100_000_000),
+}
+
+
+def model_starts(seed: int) -> bool:
+    """Whether the model moves first (plays X): decided by the episode seed alone."""
+    return splitmix64(seed ^ 0x5DEECE66D) >> 63 == 1
+
+
+class TicTacToeEnv(Environment):
+    """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
+
+    def __init__(self, config: TicTacToeConfig):
+        self.config = config
+        parser = XMLParser(("think", "move"), answer_field="move")
+        rubric = Rubric(parser=parser)
+        rubric.add(outcome, config.outcome_weight)
+        rubric.add(parser.format_reward, config.format_weight, name="format")
+        rubric.add(any_invalid, config.invalid_penalty)
+        for metric in (win, draw, loss, invalid_moves, turns, move_optimality):
+            rubric.add(metric, 0.0)
+        super().__init__(
+            dataset=None,
+            rubric=rubric,
+            parser=parser,
+            system_prompt=SYSTEM_PROMPTS[config.rendering],
+            max_turns=config.max_turns,
+            name="tictactoe",
+        )
+        self.status = STATUS[config.rendering]
+        self._splits: dict = {}
+
+    # ----- data -----
+
+    def make_spec(self, seed: int, stratum: int | None = None) -> dict:
+        """Episode spec for a seed: opponent skill drawn within its stratum, starter from the seed."""
+        h = splitmix64(seed)
+        groups = self.config.num_groups
+        stratum = h % groups if stratum is None else stratum
+        low, high = self.config.random_move_prob
+        width = (high - low) / groups
+        p = round(low + (stratum + (h >> 11) / 2**53) * width, 6)
+        return {"seed": seed, "random_move_prob": p, "stratum": stratum, "model_starts": model_starts(seed)}
+
+    def split_specs(self, split: str) -> list[dict]:
+        """The specs of a split: unique seeds from the split seed, strata round-robin."""
+        size = {"train": self.config.num_train, "eval": self.config.num_eval, "test": self.config.num_test}[
+            split
+        ]
+        low, high = SPLIT_SEED_RANGES[split]
+        seeds = random.Random(f"{self.config.seed}:{split}").sample(range(low, high), size)
+        return [self.make_spec(s, stratum=i % self.config.num_groups) for i, s in enumerate(seeds)]
+
+    def get_dataset(self, split: str = "train"):
+        """A `datasets.Dataset` of episode specs, built on first use."""
+        if split not in SPLIT_SEED_RANGES:
+            raise KeyError(f"tictactoe has no split {split!r}; available: {sorted(SPLIT_SEED_RANGES)}")
+        if split not in self._splits:
+            from datasets import Dataset  # lazy: the game API needs no datasets
+
+            self._splits[split] = Dataset.from_list(self.split_specs(split))
+        return self._splits[split]
+
+    @property
+    def dataset(self) -> dict:
+        """All three splits."""
+        return {s: self.get_dataset(s) for s in SPLIT_SEED_RANGES}
+
+    @dataset.setter
+    def dataset(self, value: object) -> None:
+        pass  # splits are derived from the config, never assigned
+
+    # ----- episodes -----
+
+    def setup_state(self, spec: dict) -> dict:
+        """Fresh board; the opponent moves first when the model does not start."""
+        first = bool(spec["model_starts"])
+        state = {
+            "seed": int(spec["seed"]),
+            "random_move_prob": float(spec["random_move_prob"]),
+            "mark": "X" if first else "O",
+            "board": "." * 9,
+            "invalid": 0,
+            "model_moves": 0,
+            "optimal": 0,
+            "outcome": None,
+            "opening": None,
+        }
+        if not first:
+            state["opening"] = self._opponent_plays(state)
+        return state
+
+    def initial_messages(self, spec: dict, state: dict) -> list[Message]:
+        """System rules and the first board."""
+        if state["opening"] is None:
+            status = self.status["start"].format(mark=state["mark"])
+        else:
+            status = self.status["start_second"].format(mark=state["mark"], cell=state["opening"])
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": user_message(status, state["board"], self.config.rendering)},
+        ]
+
+    def env_response(self, messages: list[Message], state: dict) -> list[Message]:
+        """Apply the model's move (even on its last turn), then the opponent's; re-prompt if invalid."""
+        raw = self.parser.parse_answer(messages)
+        board = state["board"]
+        status = self._invalid_status(raw, board)
+        if status is None:
+            cell = int(raw)
+            state["model_moves"] += 1
+            state["optimal"] += cell in optimal_moves(board)
+            state["board"] = play(board, cell, state["mark"])
+            if self._finished(state):
+                return []
+        else:
+            state["invalid"] += 1
+        if state["turn"] >= self.max_turns:
+            state["outcome"], state["done"] = "loss", True  # out of turns
+            return []
+        if status is None:
+            cell = self._opponent_plays(state)
+            if self._finished(state):
+                return []
+            status = self.status["opponent"].format(cell=cell)
+        return [{"role": "user", "content": user_message(status, state["board"], self.config.rendering)}]
+
+    def _invalid_status(self, raw: str | None, board: str) -> str | None:
+        if raw is None:
+            return self.status["format"]
+        if not raw.isdigit() or int(raw) > 8:
+            return self.status["range"].format(cell=raw[:20])
+        if board[int(raw)] != ".":
+            return self.status["taken"].format(cell=raw)
+        return None
+
+    def _opponent_plays(self, state: dict) -> int:
+        cell = opponent_move(state["board"], state["seed"], state["random_move_prob"])
+        state["board"] = play(state["board"], cell, to_move(state["board"]))
+        return cell
+
+    @staticmethod
+    def _finished(state: dict) -> bool:
+        won = winner(state["board"])
+        if won is None and "." in state["board"]:
+            return False
+        state["outcome"] = "draw" if won is None else ("win" if won == state["mark"] else "loss")
+        state["done"] = True
+        return True
+
+    def corpus(self) -> Iterator[str]:
+        """System prompt, every user message over all reachable positions, and expert replies."""
+        yield self.system_prompt
+        r, s = self.config.rendering, self.status
+        for board in STATES:
+            moves = legal_moves(board)
+            if not moves:
+                continue
+            mark = to_move(board)
+            statuses = [s["start"].format(mark=mark), s["format"]]
+            statuses += [s["start_second"].format(mark=mark, cell=c) for c in range(9)]
+            statuses += [s["opponent"].format(cell=c) for c in range(9)]
+            statuses += [s["taken"].format(cell=c) for c in range(9)] + [
+                s["range"].format(cell=c) for c in (9, 10, 42)
+            ]
+            for status in statuses:
+                yield user_message(status, board, r)
+            for cell in moves:
+                yield f"<think>{rationale(board, cell)}</think>\n<move>{cell}</move>"
+
+    def expert(self, random_move_prob: float = 0.0, seed: int = 0) -> ExpertPlayer:
+        """The scripted expert teacher for this env."""
+        return ExpertPlayer(random_move_prob=random_move_prob, seed=seed)
+
+
+# ----- rubric functions: each receives only what it declares -----
+
+
+def outcome(state: dict) -> float:
+    """Win 1, draw 0.5, loss 0."""
+    return OUTCOME_REWARD.get(state["outcome"], 0.0)
+
+
+def any_invalid(state: dict) -> float:
+    """1 when the game had an invalid move (weighted by the invalid penalty)."""
+    return float(state["invalid"] > 0)
+
+
+def win(state: dict) -> float:
+    """1 for a win."""
+    return float(state["outcome"] == "win")
+
+
+def draw(state: dict) -> float:
+    """1 for a draw."""
+    return float(state["outcome"] == "draw")
+
+
+def loss(state: dict) -> float:
+    """1 for a loss (including running out of turns)."""
+    return float(state["outcome"] not in ("win", "draw"))
+
+
+def invalid_moves(state: dict) -> float:
+    """Number of invalid moves in the game."""
+    return float(state["invalid"])
+
+
+def turns(state: dict) -> float:
+    """Model turns used."""
+    return float(state["turn"])
+
+
+def move_optimality(state: dict) -> float:
+    """Share of the model's valid moves that keep the minimax value of their position."""
+    return state["optimal"] / state["model_moves"] if state["model_moves"] else 0.0

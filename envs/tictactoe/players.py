@@ -1,0 +1,116 @@
+"""Scripted tic-tac-toe players that speak the policy protocol: they read the board from text."""
+
+from __future__ import annotations
+
+import random
+
+from envs.policies.base import Conversation, Reply
+from envs.tictactoe.board import LINES, best_moves, legal_moves, play, to_move
+from envs.tictactoe.render import parse_board
+
+
+def board_of(conversation: Conversation) -> str:
+    """The board in the latest user message of a conversation."""
+    for message in reversed(conversation):
+        if message.get("role") == "user":
+            board = parse_board(message.get("content") or "")
+            if board is not None:
+                return board
+            break
+    raise ValueError("the latest user message shows no tic-tac-toe board; is this a tictactoe conversation?")
+
+
+class RandomPlayer:
+    """Plays a uniformly random legal move."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+
+    def choose(self, board: str) -> int:
+        """A random empty cell."""
+        return self.rng.choice(legal_moves(board))
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        """One `<move>` per conversation."""
+        return [Reply(f"<move>{self.choose(board_of(c))}</move>") for c in conversations]
+
+
+class MinimaxPlayer(RandomPlayer):
+    """Minimax (ties broken at random) that plays a random legal move with `random_move_prob`."""
+
+    def __init__(self, random_move_prob: float = 0.0, seed: int = 0):
+        if not 0.0 <= random_move_prob <= 1.0:
+            raise ValueError(f"random_move_prob must be within [0, 1], got {random_move_prob}")
+        super().__init__(seed)
+        self.random_move_prob = random_move_prob
+
+    def choose(self, board: str) -> int:
+        """A best move, or with probability random_move_prob a random one."""
+        if self.rng.random() < self.random_move_prob:
+            return self.rng.choice(legal_moves(board))
+        return self.rng.choice(best_moves(board))
+
+
+class ExpertPlayer(MinimaxPlayer):
+    """The teacher's brain: a minimax player that explains its move briefly in `<think>`."""
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        """`<think>` rationale plus `<move>` per conversation."""
+        replies = []
+        for conversation in conversations:
+            board = board_of(conversation)
+            cell = self.choose(board)
+            replies.append(Reply(f"<think>{rationale(board, cell)}</think>\n<move>{cell}</move>"))
+        return replies
+
+
+def rationale(board: str, cell: int) -> str:
+    """A one-line reason for a move, as a good player would say it."""
+    me = to_move(board)
+    them = "O" if me == "X" else "X"
+
+    def completes(mark: str) -> bool:
+        after = play(board, cell, mark)
+        return any(after[a] == after[b] == after[c] == mark for a, b, c in LINES if cell in (a, b, c))
+
+    if completes(me):
+        return f"Cell {cell} completes my line and wins."
+    if completes(them):
+        return f"The opponent threatens a line through {cell}, so I block it."
+    if cell == 4:
+        return "The center is the strongest open cell."
+    if cell in (0, 2, 6, 8):
+        return f"Corner {cell} keeps my options open."
+    return f"Edge {cell} is a safe move here."
+
+
+def scripted_player(name: str, seed: int = 0) -> RandomPlayer:
+    """A player by name: `random`, `minimax` or `minimax-<p>`, `expert` or `expert-<p>`."""
+    kind, _, prob = name.partition("-")
+    classes = {"random": RandomPlayer, "minimax": MinimaxPlayer, "expert": ExpertPlayer}
+    if kind not in classes or (kind == "random" and prob):
+        raise ValueError(
+            f"unknown scripted player {name!r}; use random, minimax[-P] or expert[-P] with P in [0, 1]"
+        )
+    if kind == "random":
+        return RandomPlayer(seed=seed)
+    try:
+        p = float(prob) if prob else 0.0
+    except ValueError:
+        raise ValueError(f"bad random-move probability in {name!r}; write e.g. minimax-0.25") from None
+    return classes[kind](random_move_prob=p, seed=seed)
+
+
+def opponent_skill(name: str) -> float:
+    """The random-move probability of an opponent name: `random` is 1.0, `minimax-<p>` is p."""
+    kind, _, prob = name.partition("-")
+    if kind == "random" and not prob:
+        return 1.0
+    if kind == "minimax":
+        try:
+            p = float(prob) if prob else 0.0
+        except ValueError:
+            p = -1.0
+        if 0.0 <= p <= 1.0:
+            return p
+    raise ValueError(f"unknown opponent {name!r}; use random, minimax or minimax-<p> with p in [0, 1]")

@@ -1,0 +1,78 @@
+"""What the model reads: system prompts, status lines and two board renderings.
+
+`grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny
+models. Both can be read back with `parse_board`, so scripted players and the teacher server
+see the same text a model does.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from envs.tictactoe.board import legal_moves
+
+RENDERINGS = ("grid", "compact")
+
+SYSTEM_PROMPTS = {
+    "grid": (
+        "You are playing tic-tac-toe against an opponent. The board has cells 0-8, row by row:\n"
+        " 0 | 1 | 2\n 3 | 4 | 5\n 6 | 7 | 8\n"
+        "X moves first. Get three of your marks in a row, column or diagonal to win.\n"
+        "Each turn, you may think briefly inside <think>...</think>, then give exactly one "
+        "empty cell inside <move>...</move>, for example <move>4</move>."
+    ),
+    "compact": "Tic-tac-toe, cells 0-8 row by row. Answer <think>...</think><move>N</move>.",
+}
+
+STATUS = {
+    "grid": {
+        "start": "Game started. You are {mark} and you move first.",
+        "start_second": "Game started. You are {mark}. The opponent played at {cell}.",
+        "opponent": "The opponent played at {cell}.",
+        "taken": "Invalid move: cell {cell} is already taken. Choose an empty cell.",
+        "range": "Invalid move: {cell} is not a cell from 0 to 8.",
+        "format": "Please answer with your move inside tags, for example <move>4</move>.",
+    },
+    "compact": {
+        "start": "You {mark}, first.",
+        "start_second": "You {mark}. Opp {cell}.",
+        "opponent": "Opp {cell}.",
+        "taken": "Invalid: {cell} taken.",
+        "range": "Invalid: {cell} not 0-8.",
+        "format": "Invalid: use <move>N</move>.",
+    },
+}
+
+
+@cache
+def render_board(board: str, rendering: str) -> str:
+    """The board and the available cells, in one rendering."""
+    moves = legal_moves(board)
+    if rendering == "grid":
+        cells = [c if c != "." else str(i) for i, c in enumerate(board)]
+        rows = [f" {cells[r]} | {cells[r + 1]} | {cells[r + 2]}" for r in (0, 3, 6)]
+        grid = "\n---+---+---\n".join(rows)
+        return f"Board:\n{grid}\nAvailable: {', '.join(map(str, moves))}"
+    if rendering == "compact":
+        return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
+    raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
+
+
+def user_message(status: str, board: str, rendering: str) -> str:
+    """A full user turn: status line, then the board and available cells."""
+    return f"{status}\n{render_board(board, rendering)}"
+
+
+_GRID_ROW = r" (.) \| (.) \| (.)"
+_GRID = re.compile(rf"{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}")
+_COMPACT = re.compile(r"(?m)^([XO.]{3})/([XO.]{3})/([XO.]{3})$")
+
+
+def parse_board(text: str) -> str | None:
+    """The board shown in a user message (either rendering), or None if there is none."""
+    m = _GRID.search(text)
+    if m:
+        return "".join(c if c in "XO" else "." for c in m.groups())
+    m = _COMPACT.search(text)
+    return "".join(m.groups()) if m else None

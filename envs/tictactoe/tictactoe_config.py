@@ -1,0 +1,63 @@
+"""Settings of the tic-tac-toe environment, with the case study's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class TicTacToeConfig:
+    """Everything that defines a tic-tac-toe task; `load_environment(**kwargs)` takes these fields."""
+
+    rendering: str = "compact"
+    """Board text: "compact" (short, for tiny models) or "grid" (readable by any chat LLM)."""
+
+    max_turns: int = 8
+    """Model turns per game, invalid ones included; a game still running after them is a loss."""
+
+    random_move_prob: tuple[float, float] = (0.0, 1.0)
+    """Range of the opponent's random-move probability (0 = perfect minimax, 1 = random)."""
+
+    num_groups: int = 4
+    """Difficulty strata: the range above is cut into this many equal bins, balanced in every split."""
+
+    num_train: int = 2000
+    """Episodes in the train split."""
+
+    num_eval: int = 200
+    """Episodes in the eval split (frozen: independent of num_train)."""
+
+    num_test: int = 200
+    """Episodes in the test split."""
+
+    seed: int = 0
+    """Split seed: decides every episode seed and opponent skill of the splits."""
+
+    outcome_weight: float = 1.0
+    """Weight of the outcome reward (win 1, draw 0.5, loss 0)."""
+
+    format_weight: float = 0.2
+    """Weight of the format reward (share of well-formed replies)."""
+
+    invalid_penalty: float = -0.1
+    """Added once when the game had any invalid move."""
+
+    def __post_init__(self) -> None:
+        low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"random_move_prob must be a range (low, high) within [0, 1], got {(low, high)}")
+        if self.rendering not in ("compact", "grid"):
+            raise ValueError(f"rendering must be 'compact' or 'grid', got {self.rendering!r}")
+        if self.max_turns < 1 or self.num_groups < 1:
+            raise ValueError("max_turns and num_groups must be at least 1")
+        if min(self.num_train, self.num_eval, self.num_test) < 0:
+            raise ValueError("split sizes must not be negative")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: object) -> TicTacToeConfig:
+        """Build from keyword arguments, naming any unknown one."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"unknown tictactoe setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**kwargs)

@@ -73,17 +73,20 @@ class Rubric:
         for i, ep in enumerate(episodes):
             args = {k: ep.get(k) for k in SCORING_ARGS}
             args["parser"] = self.parser
+            subsets = {SCORING_ARGS: args}  # one kwargs dict per distinct signature, not per function
+            values = raw[i]
             for e in self._entries:
+                kwargs = subsets.get(e.wants)
+                if kwargs is None:
+                    kwargs = subsets[e.wants] = {k: args[k] for k in e.wants}
                 try:
-                    result = (
-                        e.func(**args) if e.wants is SCORING_ARGS else e.func(**{k: args[k] for k in e.wants})
-                    )
-                    if type(result) in (float, int, bool):  # the common case, checked cheaply
-                        raw[i][e.name] = float(result)
+                    result = e.func(**kwargs)
+                    if type(result) is float:  # the common case, skipping the costlier checks
+                        values[e.name] = result
                     elif e.is_async or inspect.isawaitable(result):
                         pending.append((i, e, result))
                     else:
-                        raw[i][e.name] = float(result)
+                        values[e.name] = float(result)
                 except Exception as exc:  # noqa: BLE001 - one bad episode must not crash the batch
                     errors[i] = errors[i] or f"{e.name}: {type(exc).__name__}: {exc}"
         if pending:
@@ -99,7 +102,10 @@ class Rubric:
         scores = []
         for values, error in zip(raw, errors, strict=True):
             # An errored episode keeps the values that did compute but earns no reward.
-            reward = 0.0 if error else sum(e.weight * values[e.name] for e in self._entries)
+            reward = 0.0
+            if not error:
+                for e in self._entries:
+                    reward += e.weight * values[e.name]
             scores.append(Score(reward=reward, values=values, error=error))
         return scores
 

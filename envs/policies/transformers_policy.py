@@ -42,8 +42,11 @@ class TransformersPolicy:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {max_batch_size}")
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; load it with load_tokenizer() or set one")
-        self.device = torch.device(device) if device is not None else default_device()
-        self.model = model.to(self.device).eval()
+        if device is None:
+            # A model already placed (e.g. by a trainer) stays where it is; a CPU one goes to CUDA if there is one.
+            device = model.device if model.device.type != "cpu" else default_device()
+        self.device = torch.device(device)
+        self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         # Temperature 0 means greedy, as in the OpenAI API.
@@ -104,10 +107,16 @@ class TransformersPolicy:
         # Fork the RNG so sampling is a function of `seed` alone and the caller's random state is left untouched.
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
         replies: list[Reply] = []
-        with torch.random.fork_rng(devices=cuda), torch.inference_mode():
-            torch.manual_seed(seed)
-            for start in range(0, len(prompts), size):
-                replies.extend(self._generate(prompts[start : start + size], config))
+        # The model may be a trainer's: switch to eval for generation and give it back in the mode it came.
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.random.fork_rng(devices=cuda), torch.inference_mode():
+                torch.manual_seed(seed)
+                for start in range(0, len(prompts), size):
+                    replies.extend(self._generate(prompts[start : start + size], config))
+        finally:
+            self.model.train(was_training)
         return replies
 
     def _generate(self, prompts: list[list[int]], config: GenerationConfig) -> list[Reply]:

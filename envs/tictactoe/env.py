@@ -10,11 +10,10 @@ from envs.parser import XMLParser
 from envs.policies.base import Message
 from envs.rubric import Rubric
 from envs.tictactoe.board import (
+    OPTIMAL_MOVES,
     STATES,
     legal_moves,
     opponent_move,
-    optimal_moves,
-    play,
     splitmix64,
     to_move,
     winner,
@@ -23,6 +22,7 @@ from envs.tictactoe.players import ExpertPlayer, rationale
 from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, user_message
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 
+CELLS = {str(c): c for c in range(9)}
 OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 # Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
 SPLIT_SEED_RANGES = {
@@ -135,12 +135,12 @@ class TicTacToeEnv(Environment):
         """Apply the model's move (even on its last turn), then the opponent's; re-prompt if invalid."""
         raw = self.parser.parse_answer(messages)
         board = state["board"]
-        status = self._invalid_status(raw, board)
+        cell = CELLS.get(raw)
+        status = None if cell is not None and board[cell] == "." else self._invalid_status(raw, board)
         if status is None:
-            cell = int(raw)
             state["model_moves"] += 1
-            state["optimal"] += cell in optimal_moves(board)
-            state["board"] = play(board, cell, state["mark"])
+            state["optimal"] += cell in OPTIMAL_MOVES[board]
+            state["board"] = board[:cell] + state["mark"] + board[cell + 1 :]
             if self._finished(state):
                 return []
         else:
@@ -165,8 +165,9 @@ class TicTacToeEnv(Environment):
         return None
 
     def _opponent_plays(self, state: dict) -> int:
-        cell = opponent_move(state["board"], state["seed"], state["random_move_prob"])
-        state["board"] = play(state["board"], cell, to_move(state["board"]))
+        board = state["board"]
+        cell = opponent_move(board, state["seed"], state["random_move_prob"])
+        state["board"] = board[:cell] + ("O" if state["mark"] == "X" else "X") + board[cell + 1 :]
         return cell
 
     @staticmethod

@@ -139,7 +139,9 @@ def conversations(n: int, prefix: str = "q") -> list[list[dict]]:
 
 
 def test_is_a_policy() -> None:
-    assert isinstance(OpenAIPolicy(make_config("http://127.0.0.1:1/v1")), Policy)
+    policy = OpenAIPolicy(make_config("http://127.0.0.1:1/v1"))
+    assert isinstance(policy, Policy)
+    assert policy([]) == [] and policy.stats.attempts == 0
 
 
 def test_survives_every_fault_and_loses_no_request() -> None:

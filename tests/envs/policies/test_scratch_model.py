@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers.pre_tokenizers import ByteLevel
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
 
@@ -75,8 +76,6 @@ def test_tokenizer_has_no_unknown_token_and_every_byte(tokenizer):
     assert tokenizer.unk_token is None
     vocab = tokenizer.get_vocab()
     # The 256 byte symbols of byte-level BPE: any string has a tokenization.
-    from tokenizers.pre_tokenizers import ByteLevel
-
     assert set(ByteLevel.alphabet()) <= set(vocab)
     assert len(tokenizer) <= SMALL.vocab_size
 
@@ -98,9 +97,10 @@ def test_special_tokens_are_single_distinct_ids(tokenizer):
     assert tokenizer.eos_token == IM_END and tokenizer.eos_token_id == ids[1]
     assert tokenizer.pad_token == PAD and tokenizer.pad_token_id == ids[2]
     assert tokenizer(f"{IM_START}x{IM_END}", add_special_tokens=False)["input_ids"][0] == ids[0]
-    assert tokenizer("abc", add_special_tokens=True)["input_ids"] == tokenizer("abc", add_special_tokens=False)[
-        "input_ids"
-    ]
+    assert (
+        tokenizer("abc", add_special_tokens=True)["input_ids"]
+        == tokenizer("abc", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_digits_are_single_tokens(tokenizer):
@@ -217,7 +217,9 @@ def test_saved_model_reloads_with_auto_classes_and_generates(saved, tokenizer):
     assert auto_tokenizer.chat_template == tokenizer.chat_template
     assert auto_tokenizer.eos_token == IM_END and auto_tokenizer.pad_token == PAD
 
-    prompt = auto_tokenizer.apply_chat_template(CONVERSATION[:2], add_generation_prompt=True, return_tensors="pt")
+    prompt = auto_tokenizer.apply_chat_template(
+        CONVERSATION[:2], add_generation_prompt=True, return_tensors="pt"
+    )
     n = prompt["input_ids"].shape[1]
     out = auto_model.generate(**prompt, max_new_tokens=5, do_sample=False)
     assert torch.equal(out[0, :n], prompt["input_ids"][0])
@@ -255,6 +257,7 @@ def test_build_scratch_model_replaces_atomically(tmp_path):
 # ----- the tic-tac-toe corpus -----
 
 
+@pytest.mark.slow
 def test_tokenizer_from_tictactoe_corpus_round_trips_every_string():
     import envs
 

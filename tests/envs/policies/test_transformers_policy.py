@@ -44,11 +44,11 @@ def trained(tmp_path_factory):
         return_tensors="pt",
     )
     labels = batch["input_ids"].masked_fill(batch["assistant_masks"] == 0, -100)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        for _ in range(80):
+        for _ in range(100):
             loss = model(
                 input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels
             ).loss
@@ -108,7 +108,9 @@ def test_max_batch_size_chunks_without_changing_greedy_output(trained):
     whole = TransformersPolicy.from_pretrained(trained, greedy=True, max_new_tokens=24)
     chunked = TransformersPolicy.from_pretrained(trained, greedy=True, max_new_tokens=24, max_batch_size=3)
     conversations = CONVERSATIONS * 2
-    assert [r.completion_ids for r in chunked(conversations)] == [r.completion_ids for r in whole(conversations)]
+    assert [r.completion_ids for r in chunked(conversations)] == [
+        r.completion_ids for r in whole(conversations)
+    ]
 
 
 def test_truncated_reply_reports_length(trained):
@@ -184,3 +186,10 @@ def test_rejects_bad_arguments(trained):
         TransformersPolicy.from_pretrained(trained, max_new_tokens=0)
     with pytest.raises(ValueError, match="max_batch_size"):
         TransformersPolicy.from_pretrained(trained, max_batch_size=0)
+
+
+def test_a_training_model_is_given_back_in_training_mode(trained):
+    policy = TransformersPolicy.from_pretrained(trained, greedy=True, max_new_tokens=24)
+    policy.model.train()
+    assert [r.content for r in policy(CONVERSATIONS)] == [reply for _, reply in TAUGHT]
+    assert policy.model.training

@@ -1,0 +1,55 @@
+"""One way to name any policy: a scripted player, a local model, or an OpenAI-compatible URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from envs.policies.base import Policy
+
+SCRIPTED = ("random", "minimax", "expert")
+
+
+def make_policy(
+    spec: str,
+    *,
+    seed: int = 0,
+    temperature: float = 0.0,
+    max_new_tokens: int = 64,
+    model: str = "teacher",
+    api_key_env: str = "OPENAI_API_KEY",
+    cache_dir: str | None = None,
+) -> Policy:
+    """A policy from a spec string; temperature 0 means greedy decoding.
+
+    - `random`, `minimax[-P]`, `expert[-P]`: scripted tic-tac-toe players (P: random-move probability),
+    - `http://...` or `https://...`: an OpenAI-compatible endpoint (its base URL, e.g. ending in /v1),
+    - anything else: a local model folder or a hub id, loaded with transformers.
+    """
+    if spec.split("-")[0] in SCRIPTED:
+        from envs.tictactoe.players import scripted_player
+
+        return scripted_player(spec, seed=seed)
+    if spec.startswith(("http://", "https://")):
+        from envs.policies.openai_policy import OpenAIPolicy
+        from envs.policies.openai_policy_config import OpenAIPolicyConfig
+
+        config = OpenAIPolicyConfig(
+            base_url=spec,
+            model=model,
+            api_key_env=api_key_env,
+            temperature=temperature,
+            max_tokens=max_new_tokens,
+            seed=seed,
+            cache_dir=cache_dir,
+        )
+        return OpenAIPolicy(config)
+    if not Path(spec).exists() and spec.count("/") != 1:
+        raise ValueError(
+            f"policy {spec!r} is not a scripted player ({', '.join(SCRIPTED)}), a URL, an existing model "
+            "folder, or a hub id like org/name"
+        )
+    from envs.policies.transformers_policy import TransformersPolicy
+
+    return TransformersPolicy.from_pretrained(
+        spec, greedy=temperature == 0, temperature=temperature or 1.0, seed=seed, max_new_tokens=max_new_tokens
+    )

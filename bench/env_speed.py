@@ -10,7 +10,9 @@ from envs.tictactoe.players import rationale
 
 # The agent's replies, made before timing so only the environment is measured.
 ACTIONS = {
-    b: f"<think>{rationale(b, b.index('.'))}</think>\n<move>{b.index('.')}</move>" for b in STATES if legal_moves(b)
+    b: f"<think>{rationale(b, b.index('.'))}</think>\n<move>{b.index('.')}</move>"
+    for b in STATES
+    if legal_moves(b)
 }
 
 

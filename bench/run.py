@@ -29,7 +29,11 @@ def main(selected: list[str]) -> None:
         out["bench_wall_s"] = round(time.perf_counter() - start, 2)
         results[name.split(".")[-1]] = out
         print(name, json.dumps(out, indent=2))
-    results["machine"] = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "platform": platform.platform()}
+    results["machine"] = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
     tmp = RESULTS.with_suffix(".tmp")
     tmp.write_text(json.dumps(results, indent=2) + "\n")
     os.replace(tmp, RESULTS)

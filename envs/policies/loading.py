@@ -51,5 +51,9 @@ def make_policy(
     from envs.policies.transformers_policy import TransformersPolicy
 
     return TransformersPolicy.from_pretrained(
-        spec, greedy=temperature == 0, temperature=temperature or 1.0, seed=seed, max_new_tokens=max_new_tokens
+        spec,
+        greedy=temperature == 0,
+        temperature=temperature or 1.0,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
     )

@@ -182,6 +182,7 @@ def build_scratch_model(
     model = build_model(tokenizer, config)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the model folder should read like any other
     try:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)

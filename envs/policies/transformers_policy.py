@@ -18,6 +18,11 @@ class TransformersPolicy:
 
     Sampling is seeded: call `i` of a policy built with `seed=s` draws from a seed derived from `(s, i)`, so a run
     replays exactly. The same conversations answered in a different batch composition may sample differently.
+
+    `completion_ids` run up to and including the end-of-turn token (`finish_reason` "stop") or stop at
+    `max_new_tokens` ("length"). `logprobs` (with `return_logprobs=True`) are the log-softmax of the model's logits
+    divided by `temperature` (1 when greedy), before top-p/top-k filtering: what TRL's trainers compute.
+    Generation settings not set here (e.g. a hub model's repetition penalty) come from `model.generation_config`.
     """
 
     def __init__(
@@ -38,6 +43,8 @@ class TransformersPolicy:
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {max_batch_size}")
         if tokenizer.pad_token_id is None:
@@ -124,17 +131,12 @@ class TransformersPolicy:
         width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
-        attention_mask = torch.tensor(
-            [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
-        )
-        out = self.model.generate(
-            input_ids=input_ids, attention_mask=attention_mask, generation_config=config
-        )
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        out = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
         generated = out.sequences[:, width:].tolist()
         if self.return_logprobs:
-            logits = torch.stack(
-                out.logits, dim=1
-            ).float()  # (batch, new tokens, vocab): raw, before processors
+            # Raw logits, before temperature and top-p/top-k: (batch, new tokens, vocab).
+            logits = torch.stack(out.logits, dim=1).float()
             if not self.greedy:
                 # The distribution the trainer scores (TRL divides logits by its temperature too).
                 logits = logits / self.temperature

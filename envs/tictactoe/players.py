@@ -52,7 +52,19 @@ class MinimaxPlayer(RandomPlayer):
 
 
 class ExpertPlayer(MinimaxPlayer):
-    """The teacher's brain: a minimax player that explains its move briefly in `<think>`."""
+    """The teacher's brain: plays like a good but imperfect LLM and explains its move in `<think>`.
+
+    It never misses an immediate win or a needed block (tactics a good model sees); in quiet
+    positions it misjudges with probability `random_move_prob` and plays a random legal move,
+    else a minimax move. Strategic slips lose to perfect play but rarely to a random player.
+    """
+
+    def choose(self, board: str) -> int:
+        """A winning or blocking move when there is one, else minimax with random slips."""
+        forced = tactical_moves(board)
+        if forced:
+            return self.rng.choice(forced)
+        return super().choose(board)
 
     def __call__(self, conversations: list[Conversation]) -> list[Reply]:
         """`<think>` rationale plus `<move>` per conversation."""
@@ -64,18 +76,27 @@ class ExpertPlayer(MinimaxPlayer):
         return replies
 
 
+def _completes(board: str, cell: int, mark: str) -> bool:
+    after = play(board, cell, mark)
+    return any(after[a] == after[b] == after[c] == mark for a, b, c in LINES if cell in (a, b, c))
+
+
+def tactical_moves(board: str) -> tuple[int, ...]:
+    """Moves that win at once, else moves that block the opponent's immediate win, else none."""
+    me = to_move(board)
+    them = "O" if me == "X" else "X"
+    moves = legal_moves(board)
+    wins = tuple(c for c in moves if _completes(board, c, me))
+    return wins or tuple(c for c in moves if _completes(board, c, them))
+
+
 def rationale(board: str, cell: int) -> str:
     """A one-line reason for a move, as a good player would say it."""
     me = to_move(board)
     them = "O" if me == "X" else "X"
-
-    def completes(mark: str) -> bool:
-        after = play(board, cell, mark)
-        return any(after[a] == after[b] == after[c] == mark for a, b, c in LINES if cell in (a, b, c))
-
-    if completes(me):
+    if _completes(board, cell, me):
         return f"Cell {cell} completes my line and wins."
-    if completes(them):
+    if _completes(board, cell, them):
         return f"The opponent threatens a line through {cell}, so I block it."
     if cell == 4:
         return "The center is the strongest open cell."

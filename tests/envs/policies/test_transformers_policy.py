@@ -30,6 +30,15 @@ TAUGHT = [
 CONVERSATIONS = [conversation for conversation, _ in TAUGHT]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run best on one thread; two threads crawl when other processes share the two cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny model taught (overfit) to answer the TAUGHT prompts, so it stops on its own."""
@@ -186,6 +195,8 @@ def test_rejects_bad_arguments(trained):
         TransformersPolicy.from_pretrained(trained, max_new_tokens=0)
     with pytest.raises(ValueError, match="max_batch_size"):
         TransformersPolicy.from_pretrained(trained, max_batch_size=0)
+    with pytest.raises(ValueError, match="temperature"):
+        TransformersPolicy.from_pretrained(trained, temperature=-1.0)
 
 
 def test_a_training_model_is_given_back_in_training_mode(trained):

@@ -8,7 +8,7 @@ from envs.policies.base import Message, Reply
 from envs.stats import mean_ci
 
 
-@dataclass
+@dataclass(slots=True)
 class Episode:
     """One played episode: its spec, the whole conversation, state, and per-function scores."""
 

@@ -9,7 +9,7 @@ Message = dict  # {"role": "system" | "user" | "assistant" | "tool", "content": 
 Conversation = list[Message]
 
 
-@dataclass
+@dataclass(slots=True)
 class Reply:
     """One assistant message produced by a policy, with exact tokens when the policy has them."""
 

@@ -12,6 +12,10 @@ def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, fl
     """95% Wilson score interval for a binomial rate; (0, 1) when n is 0."""
     if n <= 0:
         return 0.0, 1.0
+    if successes <= 0:  # exact ends: the formula's float noise would give 1e-18 instead of 0
+        return 0.0, z * z / (n + z * z)
+    if successes >= n:
+        return n / (n + z * z), 1.0
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom

@@ -3,32 +3,50 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from envs import load_environment
-from envs.tictactoe.players import opponent_skill, scripted_player
+from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
+from tasks.compare import compare, conclusion
+from tasks.evaluate import add_arguments, config_from_args, evaluate
+from tasks.matrix import RATES, run_matrix
+from tasks.report import text_table
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    """Play a policy against each opponent and print win/draw/loss with 95% intervals."""
-    policy = scripted_player(args.policy, seed=args.seed)
-    rows = []
-    for name in args.opponents.split(","):
-        p = opponent_skill(name)
-        env = load_environment("tictactoe", random_move_prob=(p, p), num_eval=args.games, seed=args.seed)
-        m = env.evaluate(policy, split="eval").metrics
-        rows.append({"opponent": name, **{k: m[k] for k in ("win", "draw", "loss", "invalid_moves")}})
-    print(f"{args.policy} over {args.games} games per opponent (95% Wilson intervals)")
-    print(f"{'opponent':<14}{'win':>22}{'draw':>22}{'loss':>22}")
-    for r in rows:
-        cells = "".join(
-            f"{r[k]['mean']:>8.3f} [{r[k]['ci_low']:.3f},{r[k]['ci_high']:.3f}]"
-            for k in ("win", "draw", "loss")
-        )
-        print(f"{r['opponent']:<14}{cells}")
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    """Play each policy against the opponent matrix, print the table and write the report."""
+    config = config_from_args(args, args.out)
+    result = evaluate(config)
+    print(text_table(result))
+    print(f"\nreport, plots, metrics and CSV written to {config.out_dir}/")
+    return 0
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """Play A and B on the same frozen suite and say per column whether B is better, from the intervals."""
+    args.policy = [args.a, args.b]
+    config = config_from_args(args, args.out or "")
+    result = evaluate(config) if args.out else run_matrix(config)
+    a, b = config.policies
+    rows_a, rows_b = ([r for r in result.rows if r["policy"] == name] for name in (a, b))
+    found = compare(rows_a, rows_b, args.metric)
+    print(f"{args.metric} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
+    print(f"{'column':<26}{'A [95% CI]':>22}{'B [95% CI]':>22}  verdict")
+    for c in found:
+        column = "all (pooled)" if c["opponent"] == "all" else f"{c['opponent']} {c['side']}"
+        a_ci, b_ci = (f"{c[k]:.3f} [{c[k + '_ci_low']:.3f},{c[k + '_ci_high']:.3f}]" for k in ("a", "b"))
+        print(f"{column:<26}{a_ci:>22}{b_ci:>22}  {c['verdict']}")
+    print(conclusion(found, a, b))
+    return 0
+
+
+def teacher_command(args: argparse.Namespace) -> int:
+    """Serve the embedded tic-tac-toe teacher over the OpenAI protocol until interrupted."""
+    from envs.policies.openai_server import serve_forever
+    from envs.tictactoe.teacher import teacher_app
+
+    app = teacher_app(random_move_prob=args.skill, model_name=args.model)
+    print(f"teacher {args.model!r} (skill {args.skill}) at http://{args.host}:{args.port}/v1")
+    serve_forever(app, host=args.host, port=args.port)
     return 0
 
 
@@ -38,13 +56,32 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wander", description="Train small LMs with RL inside environments."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("eval", help="play a policy against tic-tac-toe opponents")
-    ev.add_argument("--policy", default="minimax", help="random, minimax[-P] or expert[-P]")
-    ev.add_argument("--opponents", default="random,minimax-0.5,minimax-0", help="comma-separated opponents")
-    ev.add_argument("--games", type=int, default=200, help="games per opponent")
-    ev.add_argument("--seed", type=int, default=0, help="split seed and policy seed")
-    ev.add_argument("--json", action="store_true", help="also print the rows as JSON")
+
+    ev = sub.add_parser("eval", help="the opponent matrix of one or more policies, with a report")
+    add_arguments(ev)
+    ev.add_argument("--out", default="data/eval-adhoc", help="folder of the report, plots, metrics and CSV")
     ev.set_defaults(func=eval_command)
+
+    cmp = sub.add_parser("compare", help="is policy B better than policy A? per column, from the intervals")
+    cmp.add_argument("a", metavar="A", help="[NAME=]SPEC of the reference policy")
+    cmp.add_argument("b", metavar="B", help="[NAME=]SPEC of the challenger")
+    add_arguments(cmp, rows=False)
+    cmp.add_argument("--metric", default="non_loss", choices=RATES, help="rate to compare (default non_loss)")
+    cmp.add_argument("--out", default=None, help="also write the full report to this folder")
+    cmp.set_defaults(func=compare_command)
+
+    teacher = sub.add_parser("teacher", help="the embedded teacher model server")
+    teacher_sub = teacher.add_subparsers(dest="teacher_command", required=True)
+    serve = teacher_sub.add_parser(
+        "serve", help="serve the teacher over the OpenAI Chat Completions protocol"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument(
+        "--skill", type=float, default=TEACHER_SKILL, help="random-move probability in quiet positions"
+    )
+    serve.add_argument("--model", default=TEACHER_MODEL, help="model name the server answers to")
+    serve.set_defaults(func=teacher_command)
     return parser
 
 

@@ -1,0 +1,95 @@
+"""Atomic outputs: every file or folder a stage writes appears whole or not at all (temp, then rename)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+
+def _tmp_name(path: Path, kind: str) -> Path:
+    # A fresh name per writer, next to the target so the rename stays on one filesystem.
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def write_atomic(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+    """Call `write(tmp)` on a temporary file next to `path`, then rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path, "tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a text file atomically."""
+    return write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json(path: str | os.PathLike, data: object) -> Path:
+    """Write a JSON file atomically (indented, keys in insertion order)."""
+    return write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
+    """Write one JSON object per line, atomically."""
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    return write_atomic(path, write)
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Every line of a JSONL file as a dict; a bad line fails naming the file and line number."""
+    rows = []
+    with Path(path).open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{number}: not a JSON line: {e}") from e
+    return rows
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder; on success it replaces `path` whole, on error it is removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path, "tmp")
+    tmp.mkdir()
+    try:
+        yield tmp
+        replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move folder `src` to `dst`; an existing `dst` is swapped out first, so readers never see a mix."""
+    if not dst.exists():
+        src.rename(dst)
+        return
+    old = _tmp_name(dst, "old")
+    dst.rename(old)
+    try:
+        src.rename(dst)
+    except BaseException:
+        old.rename(dst)  # put the previous output back rather than leave nothing
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,126 @@
+"""The evaluate stage: the opponent matrix of every policy, with metrics, tables, plots and a report.
+
+python -m tasks.evaluate --policy base=data/models/base --policy minimax --games 50 --out data/eval
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import fields
+
+from envs import Policy
+from tasks import tracking
+from tasks.evaluate_config import DEFAULT_OPPONENTS, EvaluateConfig, parse_policies
+from tasks.matrix import RATES, MatrixResult, run_matrix
+from tasks.report import metrics_dict, write_report
+
+logger = logging.getLogger(__name__)
+
+
+def run(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> dict:
+    """The stage: compute the matrix, write every output under `config.out_dir`, return the metrics."""
+    return metrics_dict(evaluate(config, built), config.seed)
+
+
+def evaluate(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> MatrixResult:
+    """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies."""
+    result = run_matrix(config, built)
+    paths = write_report(result, config.out_dir, config.seed, config.baseline)
+    for name, seconds in result.seconds.items():
+        games = len(result.episodes[name])
+        logger.info("%s: %d games in %.1f s (%.1f games/s)", name, games, seconds, games / seconds)
+    logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    log_to_mlflow(result, config)
+    return result
+
+
+def mlflow_key(*parts: str) -> str:
+    """An MLflow metric name from parts: characters MLflow refuses become '_'."""
+    return "/".join(re.sub(r"[^\w\-. ]", "_", p) for p in parts)
+
+
+def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
+    """Cell rates as metrics `eval/<policy>/<opponent>/<side>/<metric>` and every output as artifacts, if a run is active."""
+    metrics = {
+        mlflow_key("eval", r["policy"], r["opponent"], r["side"], metric): r[metric]
+        for r in result.rows
+        for metric in (*RATES, "format", "turns")
+    }
+    if not tracking.log_metrics(metrics):  # NaN (no moves to rate) is skipped there
+        return False
+    tracking.log_artifact(config.out_dir, artifact_path="evaluate")
+    return True
+
+
+def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
+    """The matrix options, shared by `python -m tasks.evaluate`, `wander eval` and (without rows) `wander compare`."""
+    defaults = {f.name: f.default for f in fields(EvaluateConfig)}
+    if rows:
+        parser.add_argument(
+            "--policy",
+            action="append",
+            metavar="[NAME=]SPEC",
+            help="a row: scripted player (random, minimax-0.5, expert), model folder, hub id or OpenAI-compatible "
+            "URL; repeat for more rows (default: random and minimax)",
+        )
+        parser.add_argument("--baseline", default=None, help="row the report compares the others against")
+    parser.add_argument(
+        "--opponents", default=",".join(DEFAULT_OPPONENTS), help="comma-separated: random, minimax-<p>"
+    )
+    parser.add_argument("--games", type=int, default=defaults["games"], help="games per opponent and side")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), > 0 = sampled")
+    parser.add_argument(
+        "--seed", type=int, default=defaults["seed"], help="seed of the frozen suite and policies"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
+    parser.add_argument("--max-batch-size", type=int, default=None, help="most games per policy call")
+    parser.add_argument("--rendering", default=defaults["rendering"], choices=("compact", "grid"))
+    parser.add_argument("--max-turns", type=int, default=defaults["max_turns"])
+    parser.add_argument(
+        "--api-model", default=defaults["api_model"], help="model name for OpenAI-compatible URLs"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+
+def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
+    """An EvaluateConfig from parsed `add_arguments` options."""
+    return EvaluateConfig(
+        policies=parse_policies(args.policy or ["random", "minimax"]),
+        opponents=[o.strip() for o in args.opponents.split(",") if o.strip()],
+        games=args.games,
+        seed=args.seed,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        max_batch_size=args.max_batch_size,
+        api_model=args.api_model,
+        rendering=args.rendering,
+        max_turns=args.max_turns,
+        out_dir=out_dir,
+        baseline=getattr(args, "baseline", None),
+        progress=not args.no_progress,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tasks.evaluate`: run the stage from command-line options."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.evaluate", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.add_argument("--out", default="data/eval", help="output folder")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        metrics = run(config_from_args(args, args.out))
+    except ValueError as exc:
+        print(f"evaluate: error: {exc}", file=sys.stderr)
+        return 2
+    for name, row in metrics["policies"].items():
+        print(f"{name}: non-loss {row['overall']['non_loss']:.3f} over {row['overall']['games']} games")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

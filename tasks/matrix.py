@@ -1,0 +1,219 @@
+"""The opponent matrix: policies (rows) against opponents x who moves first (columns), on a frozen suite.
+
+Every cell is a fixed list of episode seeds derived from the suite seed, the same for every policy, so rows are
+comparable and greedy reruns are identical. All games of one policy go through one batched rollout, so a local
+model answers every live game of every cell in one `generate` call per turn.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from envs import Episode, Policy, load_environment
+from envs.policies.base import Conversation, Reply
+from envs.policies.loading import make_policy
+from envs.stats import mean_ci, wilson_interval
+from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
+from envs.tictactoe.players import RandomPlayer, opponent_skill
+from tasks.evaluate_config import EvaluateConfig
+
+SIDES = ("first", "second")
+# Rates with a Wilson interval, each from a count of successes out of games (or moves, for optimality).
+RATES = ("win", "draw", "loss", "non_loss", "invalid", "move_optimality")
+MEANS = ("format", "turns")  # per-game means with a normal interval
+
+
+@dataclass
+class MatrixResult:
+    """Tidy rows (one per policy x opponent x side), the episodes behind them, and timings."""
+
+    rows: list[dict]
+    episodes: dict[str, list[Episode]]
+    policies: dict[str, str]
+    opponents: list[str]
+    games: int
+    decoding: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def row(self, policy: str, opponent: str, side: str) -> dict:
+        """The row of one cell."""
+        for r in self.rows:
+            if (r["policy"], r["opponent"], r["side"]) == (policy, opponent, side):
+                return r
+        raise KeyError(f"no cell {policy!r} x {opponent!r} ({side}); rows: {list(self.policies)}")
+
+
+def suite_specs(env: TicTacToeEnv, opponents: Sequence[str], games: int, seed: int) -> list[dict]:
+    """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
+    low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
+    specs = []
+    for opponent in opponents:
+        p = opponent_skill(opponent)
+        for side in SIDES:
+            # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
+            rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
+            for s in rng.sample(range(low, high), games):
+                spec = env.make_spec(s)
+                spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the skill here
+                spec.update(random_move_prob=p, model_starts=side == "first", opponent=opponent, side=side)
+                specs.append(spec)
+    return specs
+
+
+def counts(rows: Sequence[dict], metric: str) -> tuple[int, int]:
+    """Successes and trials of a rate, summed over rows (exact: rows keep their counts)."""
+    if metric == "move_optimality":
+        return sum(r["optimal_moves"] for r in rows), sum(r["moves"] for r in rows)
+    key = {"win": "wins", "draw": "draws", "loss": "losses", "invalid": "invalid_games"}.get(metric)
+    games = sum(r["games"] for r in rows)
+    if metric == "non_loss":
+        return games - sum(r["losses"] for r in rows), games
+    if key is None:
+        raise ValueError(f"{metric!r} is not a rate; choose one of {RATES}")
+    return sum(r[key] for r in rows), games
+
+
+def pooled(rows: Sequence[dict], metric: str) -> dict[str, float]:
+    """A rate pooled over rows (e.g. both sides, or a whole row of the matrix) with its 95% Wilson interval."""
+    successes, n = counts(rows, metric)
+    low, high = wilson_interval(successes, n)
+    if not n:
+        return {"mean": float("nan"), "ci_low": low, "ci_high": high, "n": 0}
+    return {"mean": successes / n, "ci_low": low, "ci_high": high, "n": n}
+
+
+def summary(rows: Sequence[dict]) -> dict[str, float]:
+    """Flat metrics of a group of cells: pooled rates with intervals, game-weighted format and turns."""
+    out: dict[str, float] = {"games": sum(r["games"] for r in rows)}
+    for metric in RATES:
+        stats = pooled(rows, metric)
+        out.update(
+            {
+                metric: stats["mean"],
+                f"{metric}_ci_low": stats["ci_low"],
+                f"{metric}_ci_high": stats["ci_high"],
+            }
+        )
+    for metric in MEANS:
+        out[metric] = sum(r[metric] * r["games"] for r in rows) / out["games"]
+    return out
+
+
+def cell_row(policy: str, opponent: str, side: str, decoding: str, episodes: Sequence[Episode]) -> dict:
+    """One tidy row: counts, then every metric with its 95% interval."""
+    outcomes = [ep.state.get("outcome") for ep in episodes]
+    row = {
+        "policy": policy,
+        "opponent": opponent,
+        "side": side,
+        "opponent_random_move_prob": opponent_skill(opponent),
+        "decoding": decoding,
+        "games": len(episodes),
+        "wins": outcomes.count("win"),
+        "draws": outcomes.count("draw"),
+        "losses": len(episodes) - outcomes.count("win") - outcomes.count("draw"),  # out of turns is a loss
+        "invalid_games": sum(ep.state.get("invalid", 0) > 0 for ep in episodes),
+        "moves": sum(ep.state.get("model_moves", 0) for ep in episodes),
+        "optimal_moves": sum(ep.state.get("optimal", 0) for ep in episodes),
+        "errored": sum(ep.error is not None for ep in episodes),
+    }
+    for metric in RATES:
+        stats = pooled([row], metric)
+        row.update(
+            {
+                metric: stats["mean"],
+                f"{metric}_ci_low": stats["ci_low"],
+                f"{metric}_ci_high": stats["ci_high"],
+            }
+        )
+    for metric in MEANS:
+        stats = mean_ci([ep.values.get(metric, 0.0) for ep in episodes])
+        row.update(
+            {
+                metric: stats["mean"],
+                f"{metric}_ci_low": stats["ci_low"],
+                f"{metric}_ci_high": stats["ci_high"],
+            }
+        )
+    return row
+
+
+class _Progress:
+    """Wraps a policy to advance a bar of finished games: every live game moves once per round of the rollout.
+
+    Unchunked, each call is a whole round, so games not in it are over; chunked, only games absent from the
+    previous whole round are known to be over, so the bar lags one round.
+    """
+
+    def __init__(self, policy: Policy, bar: tqdm, chunked: bool):
+        self.policy, self.bar, self.chunked = policy, bar, chunked
+        self.turn, self.live, self.over = 0, 0, 0
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        turn = sum(m.get("role") == "assistant" for m in conversations[0]) if conversations else self.turn
+        if turn != self.turn:
+            self.turn, self.over, self.live = turn, self.bar.total - self.live, 0
+            self.bar.set_postfix(
+                turn=turn + 1, refresh=True
+            )  # a slow model shows life between finished games
+        self.live += len(conversations)
+        over = self.over if self.chunked else self.bar.total - self.live
+        if over > self.bar.n:
+            self.bar.update(over - self.bar.n)
+        return self.policy(conversations)
+
+
+def play_row(
+    env: TicTacToeEnv,
+    name: str,
+    policy: Policy,
+    specs: Sequence[dict],
+    max_batch_size: int | None = None,
+    progress: bool = True,
+) -> list[Episode]:
+    """Every game of the suite for one policy, in one batched rollout."""
+    with tqdm(total=len(specs), desc=name, unit="game", disable=not progress, leave=True) as bar:
+        progress_policy = _Progress(
+            policy, bar, chunked=max_batch_size is not None and max_batch_size < len(specs)
+        )
+        episodes = env.rollout(progress_policy, specs, max_batch_size=max_batch_size)
+        bar.update(bar.total - bar.n)
+    return episodes
+
+
+def run_matrix(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> MatrixResult:
+    """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name."""
+    built = dict(built or {})
+    env = load_environment("tictactoe", rendering=config.rendering, max_turns=config.max_turns)
+    specs = suite_specs(env, config.opponents, config.games, config.seed)
+    result = MatrixResult(
+        rows=[],
+        episodes={},
+        policies=dict(config.policies),
+        opponents=list(config.opponents),
+        games=config.games,
+        decoding=config.decoding,
+    )
+    for name, spec in config.policies.items():
+        policy = built.get(name) or make_policy(
+            spec,
+            seed=config.seed,
+            temperature=config.temperature,
+            max_new_tokens=config.max_new_tokens,
+            model=config.api_model,
+        )
+        decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
+        start = time.perf_counter()
+        episodes = play_row(env, name, policy, specs, config.max_batch_size, config.progress)
+        result.seconds[name] = time.perf_counter() - start
+        del policy  # a local model's memory goes before the next row loads
+        result.episodes[name] = episodes
+        for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):
+            cell = episodes[i * config.games : (i + 1) * config.games]
+            result.rows.append(cell_row(name, opponent, side, decoding, cell))
+    return result

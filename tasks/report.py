@@ -1,0 +1,351 @@
+"""Outputs of the opponent matrix: metrics JSON, tidy CSV, two plots and a Markdown report, all written atomically."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on servers or in CI
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from envs import Episode  # noqa: E402
+from envs.tictactoe.render import parse_board  # noqa: E402
+from tasks.atomic import write_atomic, write_text  # noqa: E402
+from tasks.compare import compare, conclusion  # noqa: E402
+from tasks.matrix import SIDES, MatrixResult, summary  # noqa: E402
+
+OUTPUTS = {
+    "metrics": "metrics.json",
+    "csv": "matrix.csv",
+    "heatmap": "non_loss_heatmap.png",
+    "bars": "non_loss_by_policy.png",
+    "report": "report.md",
+}
+SIDE_LABEL = {"first": "moves first", "second": "moves second"}
+STRING_FIELDS = ("policy", "opponent", "side", "decoding")
+
+
+def _finite(value: float | int | None) -> float | int | None:
+    # JSON has no NaN (a rate over zero moves): write null instead.
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+# ----- metrics and CSV -----
+
+
+def metrics_dict(result: MatrixResult, seed: int) -> dict:
+    """Nested numbers for `dvc metrics`: policies.<row>.overall and policies.<row>.opponents.<opponent>.<side>."""
+    policies = {}
+    for name in result.policies:
+        rows = [r for r in result.rows if r["policy"] == name]
+        opponents = {}
+        for opponent in result.opponents:
+            cells = [r for r in rows if r["opponent"] == opponent]
+            sides = {r["side"]: {k: v for k, v in r.items() if k not in STRING_FIELDS} for r in cells}
+            opponents[opponent] = {**sides, "both": summary(cells)}
+        policies[name] = {"overall": summary(rows), "opponents": opponents}
+    clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
+    return {"games_per_cell": result.games, "seed": seed, "policies": clean}
+
+
+def csv_text(rows: list[dict]) -> str:
+    """The tidy table: one row per policy x opponent x side."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if _finite(v) is None else v) for k, v in r.items()} for r in rows)
+    return buffer.getvalue()
+
+
+# ----- plots -----
+
+
+def _title(fig: plt.Figure, *lines: str) -> str:
+    # About 11 characters of a 10-point title fit per inch: wrap so no line runs off the figure.
+    width = int(fig.get_figwidth() * 11)
+    return "\n".join(textwrap.fill(line, width=width) for line in lines)
+
+
+def plot_heatmap(result: MatrixResult, path: Path) -> Path:
+    """Non-loss rate of every cell, value and interval written in it; policies down, opponent/side across."""
+    names = list(result.policies)
+    columns = [(o, s) for o in result.opponents for s in SIDES]
+    cells = [[result.row(p, o, s) for o, s in columns] for p in names]
+    values = np.array([[c["non_loss"] for c in row] for row in cells])
+    label_width = 0.08 * max(len(n) for n in names)  # inches taken by the longest row name
+    fig, ax = plt.subplots(
+        figsize=(max(8.0, 1.15 * len(columns) + label_width + 2.5), max(3.2, 0.65 * len(names) + 2.4))
+    )
+    image = ax.imshow(values, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
+    for i, row in enumerate(cells):
+        for j, c in enumerate(row):
+            v = c["non_loss"]
+            color = "black" if 0.2 < v < 0.85 else "white"  # dark ends of RdYlGn need white text
+            ax.text(
+                j, i - 0.12, f"{v:.2f}", ha="center", va="center", color=color, fontsize=11, weight="bold"
+            )
+            ax.text(
+                j, i + 0.22, f"[{c['non_loss_ci_low']:.2f}, {c['non_loss_ci_high']:.2f}]", ha="center",
+                va="center", color=color, fontsize=7,
+            )  # fmt: skip
+    for k in range(1, len(result.opponents)):
+        ax.axvline(2 * k - 0.5, color="white", linewidth=3)  # separates opponents
+    ax.set_xticks(range(len(columns)), [f"{o}\n{SIDE_LABEL[s]}" for o, s in columns], fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=9)
+    ax.set_xlabel("opponent; the policy moves first (X) or second (O)")
+    ax.set_ylabel("policy")
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label("non-loss rate (win + draw)")
+    ax.set_title(
+        _title(
+            fig,
+            f"Non-loss rate of {', '.join(names)}",
+            f"{result.games} games per cell, {result.decoding}; [95% Wilson interval]",
+        ),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    plt.close(fig)
+    return path
+
+
+def plot_bars(result: MatrixResult, path: Path) -> Path:
+    """Non-loss rate of each policy against each opponent (both sides pooled), with 95% interval error bars."""
+    names, opponents = list(result.policies), result.opponents
+    width = 0.8 / len(opponents)
+    colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(opponents)))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.4 * len(names) * max(1, len(opponents) / 4) + 2.5), 4.8))
+    x = np.arange(len(names))
+    for k, opponent in enumerate(opponents):
+        stats = [
+            summary([r for r in result.rows if r["policy"] == p and r["opponent"] == opponent]) for p in names
+        ]
+        means = np.array([s["non_loss"] for s in stats])
+        bounds = [
+            [m - s["non_loss_ci_low"], s["non_loss_ci_high"] - m] for m, s in zip(means, stats, strict=True)
+        ]
+        errors = np.clip(
+            np.array(bounds).T, 0.0, None
+        )  # rounding can put a bound a hair inside a rate of 0 or 1
+        offset = (k - (len(opponents) - 1) / 2) * width
+        bars = ax.bar(x + offset, means, width, yerr=errors, capsize=3, color=colors[k], label=opponent)
+        if len(names) * len(opponents) <= 40:
+            labels = [f"{m:.2f}" for m in means]
+            box = {"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "linewidth": 0}
+            ax.bar_label(
+                bars, labels, fontsize=7, label_type="center", bbox=box
+            )  # readable on any bar colour
+    tilt = len(names) > 2 and max(len(n) for n in names) > 14  # long names side by side would overlap
+    ax.set_xticks(x, names, rotation=20 if tilt else 0, ha="right" if tilt else "center")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("policy (rows in lineage order)")
+    ax.set_ylabel("non-loss rate (win + draw)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(title="opponent", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_title(
+        _title(
+            fig,
+            f"Non-loss rate of {', '.join(names)} by opponent",
+            f"{2 * result.games} games per bar (both sides), {result.decoding}; bars: 95% Wilson interval",
+        ),
+        fontsize=10,
+    )
+    fig.tight_layout()
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    plt.close(fig)
+    return path
+
+
+# ----- text -----
+
+
+def _ci(row: dict, metric: str) -> str:
+    return f"{row[metric]:.2f} [{row[metric + '_ci_low']:.2f}, {row[metric + '_ci_high']:.2f}]"
+
+
+def text_table(result: MatrixResult) -> str:
+    """The matrix as a fixed-width table for a terminal."""
+    head = f"{'policy':<16}{'opponent':<14}{'side':<8}{'win':>6}{'draw':>6}{'loss':>6}"
+    head += f"{'non-loss [95% CI]':>22}{'invalid':>9}{'format':>8}{'optimal':>9}{'turns':>7}"
+    scripted = any(r["decoding"] == "scripted" for r in result.rows)
+    note = " (scripted players follow their own rule)" if scripted else ""
+    lines = [f"{result.games} games per cell; decoding: {result.decoding}{note}", head]
+    for r in result.rows:
+        lines.append(
+            f"{r['policy'][:15]:<16}{r['opponent']:<14}{r['side']:<8}{r['win']:>6.2f}{r['draw']:>6.2f}"
+            f"{r['loss']:>6.2f}{_ci(r, 'non_loss'):>22}{r['invalid']:>9.2f}{r['format']:>8.2f}"
+            f"{r['move_optimality']:>9.2f}{r['turns']:>7.1f}"
+        )
+    return "\n".join(lines)
+
+
+def render_game(episode: Episode) -> str:
+    """A game as a row of boards (what the policy saw each turn, then the end) and the policy's replies."""
+    boards, replies = [], []
+    for i, message in enumerate(episode.messages):
+        if message.get("role") == "assistant":
+            shown = next(
+                (parse_board(m["content"]) for m in reversed(episode.messages[:i]) if m["role"] == "user"),
+                None,
+            )
+            boards.append((f"turn {len(replies) + 1}", shown or "?" * 9))
+            replies.append(message.get("content") or "")
+    boards.append(("end", episode.state["board"]))
+    blocks = []
+    for start in range(0, len(boards), 6):
+        chunk = boards[start : start + 6]
+        lines = ["".join(f"{label:<14}" for label, _ in chunk)]
+        for r in range(3):
+            lines.append("".join(f"{' | '.join(b[3 * r : 3 * r + 3]):<14}" for _, b in chunk))
+        blocks.append("\n".join(line.rstrip() for line in lines))
+    # A valid move always changes the board, so an unchanged next board marks an invalid reply.
+    invalid = [boards[k][1] == boards[k + 1][1] for k in range(len(replies))]
+    said = [
+        f"turn {k + 1}{' (invalid)' if bad else ''}: {json.dumps(text)[:100]}"
+        for k, (text, bad) in enumerate(zip(replies, invalid, strict=True))
+    ]
+    return "\n\n".join(blocks) + "\n\n" + "\n".join(said).replace("`", "'")
+
+
+def sample_games(episodes: list[Episode]) -> list[tuple[str, Episode]]:
+    """A win, a loss and a game with an invalid move, when there are such games (first in suite order)."""
+    kinds = {
+        "a win": lambda ep: ep.state.get("outcome") == "win",
+        "a loss": lambda ep: ep.state.get("outcome") not in ("win", "draw"),
+        "an invalid move": lambda ep: ep.state.get("invalid", 0) > 0,
+    }
+    chosen: list[tuple[str, Episode]] = []
+    for kind, test in kinds.items():
+        taken = {id(ep) for _, ep in chosen}
+        match = next((ep for ep in episodes if test(ep) and id(ep) not in taken), None)
+        if match is not None:
+            chosen.append((kind, match))
+    return chosen
+
+
+def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None) -> str:
+    """The report: settings, plots, summary, the full matrix, comparisons and sample games."""
+    names = list(result.policies)
+    cols = [(o, s) for o in result.opponents for s in SIDES]
+    md = [
+        "# Opponent matrix",
+        "",
+        f"Policies: {', '.join(f'`{n}`' for n in names)}. Opponents: {', '.join(result.opponents)}, each with the "
+        f"policy moving first (X) and second (O). {result.games} games per cell from the frozen suite of seed "
+        f"{seed}; decoding: {result.decoding}. Intervals are 95% Wilson intervals.",
+        "",
+        "| policy | spec | decoding | games | seconds | games/s |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    for n in names:
+        rows = [r for r in result.rows if r["policy"] == n]
+        games, seconds = sum(r["games"] for r in rows), result.seconds.get(n, float("nan"))
+        md.append(
+            f"| {n} | `{result.policies[n]}` | {rows[0]['decoding']} | {games} | {seconds:.1f} | {games / seconds:.0f} |"
+        )
+    md += [
+        "",
+        f"![non-loss heatmap]({OUTPUTS['heatmap']})",
+        "",
+        f"![non-loss by policy]({OUTPUTS['bars']})",
+        "",
+    ]
+
+    md += [
+        "## Summary per policy",
+        "",
+        "| policy | non-loss | win | loss | invalid | format | optimal moves | turns |",
+    ]
+    md.append("|---|---|---|---|---|---|---|---:|")
+    for n in names:
+        s = summary([r for r in result.rows if r["policy"] == n])
+        md.append(
+            f"| {n} | {_ci(s, 'non_loss')} | {_ci(s, 'win')} | {_ci(s, 'loss')} | {_ci(s, 'invalid')} "
+            f"| {s['format']:.2f} | {_ci(s, 'move_optimality')} | {s['turns']:.1f} |"
+        )
+
+    md += [
+        "",
+        "## Non-loss rate per cell",
+        "",
+        "| policy | " + " | ".join(f"{o} {s}" for o, s in cols) + " |",
+    ]
+    md.append("|---" * (len(cols) + 1) + "|")
+    for n in names:
+        md.append(f"| {n} | " + " | ".join(_ci(result.row(n, o, s), "non_loss") for o, s in cols) + " |")
+
+    md += ["", "## Every cell", ""]
+    for n in names:
+        md += [
+            f"### {n}",
+            "",
+            "| opponent | side | win | draw | loss | invalid | format | optimal moves | turns |",
+        ]
+        md.append("|---|---|---|---|---|---|---|---|---:|")
+        for o, s in cols:
+            r = result.row(n, o, s)
+            md.append(
+                f"| {o} | {s} | {_ci(r, 'win')} | {_ci(r, 'draw')} | {_ci(r, 'loss')} | {_ci(r, 'invalid')} "
+                f"| {_ci(r, 'format')} | {_ci(r, 'move_optimality')} | {r['turns']:.1f} |"
+            )
+        md.append("")
+
+    base = baseline or names[0]
+    if len(names) > 1:
+        md += [
+            f"## Compared with `{base}`",
+            "",
+            "B is better when its non-loss interval lies wholly above the",
+        ]
+        md += ["baseline's, worse when wholly below; overlapping intervals are no clear difference.", ""]
+        for n in (n for n in names if n != base):
+            found = compare(*([r for r in result.rows if r["policy"] == p] for p in (base, n)))
+            md += [
+                f"**{conclusion(found, base, n)}**",
+                "",
+                f"| column | {base} | {n} | verdict |",
+                "|---|---|---|---|",
+            ]
+            for c in found:
+                a, b = (f"{c[k]:.2f} [{c[k + '_ci_low']:.2f}, {c[k + '_ci_high']:.2f}]" for k in ("a", "b"))
+                md.append(f"| {c['opponent']} {c['side']} | {a} | {b} | {c['verdict']} |")
+            md.append("")
+
+    md += ["## Sample games", ""]
+    for n in names:
+        for kind, ep in sample_games(result.episodes[n]):
+            spec = ep.spec
+            mark = "X" if spec["model_starts"] else "O"
+            md += [
+                f"### {n}: {kind} vs {spec['opponent']}, {SIDE_LABEL[spec['side']]} ({mark}), seed {spec['seed']}",
+                "",
+                f"Outcome: {ep.state.get('outcome') or 'loss (out of turns)'}; invalid moves: {ep.state.get('invalid', 0)}.",
+                "",
+                "```text",
+                render_game(ep),
+                "```",
+                "",
+            ]
+    return "\n".join(md).rstrip() + "\n"
+
+
+def write_report(
+    result: MatrixResult, out_dir: str | os.PathLike, seed: int, baseline: str | None = None
+) -> dict:
+    """Write every output under `out_dir`; return their paths by kind."""
+    out = Path(out_dir)
+    paths = {kind: out / name for kind, name in OUTPUTS.items()}
+    write_text(paths["metrics"], json.dumps(metrics_dict(result, seed), indent=2) + "\n")
+    write_text(paths["csv"], csv_text(result.rows))
+    plot_heatmap(result, paths["heatmap"])
+    plot_bars(result, paths["bars"])
+    write_text(paths["report"], markdown_report(result, seed, baseline))
+    return paths

@@ -1,0 +1,175 @@
+"""Outputs of the matrix (JSON, CSV, plots, Markdown) and the interval-based comparison."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import matplotlib.image
+import pytest
+
+from envs.policies.base import Reply
+from envs.tictactoe.players import RandomPlayer
+from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
+from tasks.evaluate import mlflow_key, run
+from tasks.evaluate_config import EvaluateConfig
+from tasks.matrix import SIDES, run_matrix
+from tasks.report import OUTPUTS, markdown_report, render_game, sample_games, text_table, write_report
+
+OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
+
+
+class Clumsy(RandomPlayer):
+    """Opens every game with an off-board move, then plays at random: every game has an invalid move."""
+
+    def __call__(self, conversations):
+        return [
+            Reply("<move>9</move>") if sum(m["role"] == "assistant" for m in c) == 0 else r
+            for c, r in zip(conversations, super().__call__(conversations), strict=True)
+        ]
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    return EvaluateConfig(
+        policies={"random": "random", "clumsy": "random", "minimax": "minimax"},
+        opponents=OPPONENTS,
+        games=40,
+        out_dir=str(tmp_path_factory.mktemp("eval")),
+        progress=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def result(config):
+    return run_matrix(config, built={"clumsy": Clumsy(seed=1)})
+
+
+@pytest.fixture(scope="module")
+def paths(result, config):
+    return write_report(result, config.out_dir, config.seed)
+
+
+def rows_of(result, name):
+    return [r for r in result.rows if r["policy"] == name]
+
+
+def test_every_output_is_written_atomically(paths, config):
+    assert set(paths) == set(OUTPUTS)
+    for path in paths.values():
+        assert path.exists() and path.stat().st_size > 0
+    assert not [p for p in paths["report"].parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_metrics_json_is_nested_numbers(paths, result):
+    metrics = json.loads(paths["metrics"].read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert metrics["games_per_cell"] == 40
+    for name in result.policies:
+        assert metrics["policies"][name]["overall"]["games"] == 40 * len(OPPONENTS) * 2
+        for opponent in OPPONENTS:
+            cells = metrics["policies"][name]["opponents"][opponent]
+            assert set(cells) == {"first", "second", "both"}
+            for side in SIDES:
+                assert cells[side]["non_loss"] == result.row(name, opponent, side)["non_loss"]
+                assert all(isinstance(v, (int, float)) for v in cells[side].values())
+
+
+def test_csv_has_one_row_per_policy_opponent_side(paths, result):
+    with paths["csv"].open() as f:
+        rows = list(csv.DictReader(f))
+    keys = [(r["policy"], r["opponent"], r["side"]) for r in rows]
+    assert len(keys) == len(set(keys)) == len(result.policies) * len(OPPONENTS) * 2
+    assert {"win_ci_low", "non_loss_ci_high", "invalid", "format", "move_optimality", "turns"} <= set(rows[0])
+
+
+def test_plots_are_images(paths):
+    for kind in ("heatmap", "bars"):
+        image = matplotlib.image.imread(paths[kind])
+        assert image.shape[0] > 300 and image.shape[1] > 600
+
+
+def test_report_contains_every_cell(paths, result):
+    text = paths["report"].read_text()
+    for r in result.rows:
+        cell = f"| {r['opponent']} | {r['side']} | {r['win']:.2f} [{r['win_ci_low']:.2f}, {r['win_ci_high']:.2f}]"
+        assert cell in text, cell
+        assert f"{r['non_loss']:.2f} [{r['non_loss_ci_low']:.2f}, {r['non_loss_ci_high']:.2f}]" in text
+    assert "![non-loss heatmap](non_loss_heatmap.png)" in text and "decoding: greedy" in text
+    assert "## Compared with `random`" in text and "minimax is better than random" in text
+
+
+def test_report_shows_sample_games(paths, result):
+    text = paths["report"].read_text()
+    assert "### minimax: a win vs" in text
+    assert "### random: a loss vs" in text
+    assert "### clumsy: an invalid move vs" in text
+    kinds = [kind for kind, _ in sample_games(result.episodes["clumsy"])]
+    assert kinds == ["a win", "a loss", "an invalid move"]
+    game = render_game(result.episodes["clumsy"][0])
+    assert "turn 1" in game and "end" in game and '"<move>9</move>"' in game
+
+
+def test_text_table_lists_every_cell(result):
+    table = text_table(result)
+    assert "40 games per cell; decoding: greedy" in table
+    assert len(table.splitlines()) == 2 + len(result.rows)
+
+
+def test_compare_uses_intervals(result):
+    found = compare(rows_of(result, "random"), rows_of(result, "minimax"))
+    by_column = {(c["opponent"], c["side"]): c["verdict"] for c in found}
+    assert by_column["random", "first"] == by_column["random", "second"] == BETTER
+    assert by_column["all", "both"] == BETTER and is_better(found)
+    assert conclusion(found, "random", "minimax").startswith("minimax is better than random")
+    backwards = compare(rows_of(result, "minimax"), rows_of(result, "random"))
+    assert backwards[0]["verdict"] == WORSE and not is_better(backwards)
+    same = compare(rows_of(result, "random"), rows_of(result, "random"))
+    assert {c["verdict"] for c in same} == {UNCLEAR} and not is_better(same)
+    assert "no clear difference" in conclusion(same)
+
+
+def test_verdict_and_bad_input():
+    a = {"ci_low": 0.2, "ci_high": 0.4}
+    assert verdict(a, {"ci_low": 0.45, "ci_high": 0.6}) == BETTER
+    assert verdict(a, {"ci_low": 0.35, "ci_high": 0.6}) == UNCLEAR  # overlap: raw means do not decide
+    assert verdict(a, {"ci_low": 0.0, "ci_high": 0.1}) == WORSE
+    assert verdict(a, {"ci_low": 0.0, "ci_high": 0.1}, "loss") == BETTER  # fewer losses is better
+    with pytest.raises(ValueError, match="choose a rate"):
+        compare([{}], [{}], metric="turns")
+    with pytest.raises(ValueError, match="same opponents"):
+        compare([{"opponent": "random", "side": "first"}], [{"opponent": "minimax-0", "side": "first"}])
+
+
+def test_sampled_decoding_is_reported(result):
+    import dataclasses
+
+    sampled = dataclasses.replace(result, decoding="sampled (temperature 0.8)")
+    assert "decoding: sampled (temperature 0.8)" in markdown_report(sampled, seed=0)
+
+
+def test_run_returns_the_metrics_it_writes(tmp_path):
+    config = EvaluateConfig(
+        policies={"m": "minimax"}, opponents=["random"], games=5, out_dir=str(tmp_path), progress=False
+    )
+    metrics = run(config)
+    assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
+    assert metrics["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
+
+
+def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    config = EvaluateConfig(
+        policies={"m": "minimax"}, opponents=["random"], games=5, out_dir="out", progress=False
+    )
+    try:
+        with mlflow.start_run() as active:
+            run(config)
+    finally:
+        mlflow.set_tracking_uri(previous)
+    logged = mlflow.get_run(active.info.run_id)
+    assert logged.data.metrics[mlflow_key("eval", "m", "random", "first", "non_loss")] == 1.0
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(active.info.run_id, "evaluate")}
+    assert "evaluate/report.md" in artifacts and "evaluate/non_loss_heatmap.png" in artifacts

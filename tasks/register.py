@@ -1,0 +1,154 @@
+"""The register stage: the candidate becomes an MLflow model version tied to its lineage.
+
+The `champion` alias moves to the new version only when it beats the current champion on the
+same frozen evaluation suite: better (95% intervals apart) in at least one matrix column and
+worse in none. The first registered version becomes champion.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+import yaml
+
+from tasks.compare import compare, conclusion, is_better
+from tasks.evaluate_config import EvaluateConfig
+from tasks.matrix import pooled, run_matrix
+from tasks.register_config import RegisterConfig
+
+log = logging.getLogger("register")
+PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
+
+
+def dvc_hashes(lock_file: str | Path) -> dict[str, str]:
+    """Output path -> md5 recorded by DVC (empty when the lock file is missing)."""
+    path = Path(lock_file)
+    if not path.exists():
+        return {}
+    lock = yaml.safe_load(path.read_text()) or {}
+    return {
+        out["path"]: out.get("md5", "")
+        for stage in (lock.get("stages") or {}).values()
+        for out in stage.get("outs", [])
+    }
+
+
+def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
+    """The evaluate stage's tidy rows of one policy, with numeric fields as numbers."""
+    path = Path(eval_dir) / "matrix.csv"
+    with path.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["policy"] == policy]
+    if not rows:
+        raise ValueError(f"{path} has no rows for policy {policy!r}; is register.candidate an evaluate row?")
+    for row in rows:
+        for key, value in row.items():
+            try:
+                row[key] = float(value) if "." in value or "e" in value else int(value)
+            except (TypeError, ValueError):
+                pass
+    return rows
+
+
+def champion_rows(
+    client, config: RegisterConfig, candidate_rows: list[dict], eval_dir: Path
+) -> list[dict] | None:
+    """The current champion replayed on the candidate's frozen suite, or None without a champion."""
+    import mlflow
+    import mlflow.pyfunc
+
+    try:
+        version = client.get_model_version_by_alias(config.model_name, config.alias)
+    except mlflow.exceptions.MlflowException:
+        return None
+    policy = (
+        mlflow.pyfunc.load_model(f"models:/{config.model_name}@{config.alias}").unwrap_python_model().policy
+    )
+    suite = json.loads((eval_dir / "metrics.json").read_text())
+    opponents = list(dict.fromkeys(r["opponent"] for r in candidate_rows))
+    eval_config = EvaluateConfig(
+        policies={"champion": "registry"},
+        opponents=opponents,
+        games=int(suite["games_per_cell"]),
+        seed=int(suite["seed"]),
+        max_new_tokens=config.max_new_tokens,
+        progress=False,
+    )
+    log.info("replaying champion v%s on the candidate's suite", version.version)
+    policy.max_new_tokens = config.max_new_tokens
+    return run_matrix(eval_config, built={"champion": policy}).rows
+
+
+def decide(champion: list[dict] | None, candidate: list[dict], metric: str, name: str) -> tuple[bool, str]:
+    """Promote when there is no champion, or the candidate is better somewhere and worse nowhere."""
+    if champion is None:
+        return True, "first registered version"
+    found = compare(champion, candidate, metric)
+    return is_better(found), conclusion(found, "champion", name)
+
+
+def run(config: RegisterConfig) -> dict:
+    """Log the candidate as a model, register a version with lineage tags, move the alias if better."""
+    import mlflow
+    import mlflow.pyfunc
+
+    from tasks.registered_model import CheckpointModel
+
+    if config.candidate not in config.lineage:
+        raise ValueError(
+            f"register.candidate {config.candidate!r} is not in register.lineage {list(config.lineage)}"
+        )
+    checkpoint = Path(config.lineage[config.candidate])
+    if not checkpoint.is_dir():
+        raise FileNotFoundError(
+            f"candidate checkpoint {checkpoint} does not exist; run the training stages first"
+        )
+    eval_dir = Path(config.eval_dir)
+    rows = matrix_rows(eval_dir, config.candidate)
+    hashes = dvc_hashes(config.lock_file)
+    names = list(config.lineage)
+    parent = names[names.index(config.candidate) - 1] if names.index(config.candidate) else None
+    tags = {
+        "wander.checkpoint": str(checkpoint),
+        "wander.dvc_md5": hashes.get(str(checkpoint), "untracked"),
+        "wander.parent": parent or "none",
+        "wander.parent_md5": hashes.get(config.lineage[parent], "untracked") if parent else "none",
+        **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
+    }
+    client = mlflow.MlflowClient()
+    champion = champion_rows(client, config, rows, eval_dir)
+
+    info = mlflow.pyfunc.log_model(
+        name="model",
+        python_model=CheckpointModel(),
+        artifacts={"checkpoint": str(checkpoint)},
+        pip_requirements=PIP_REQUIREMENTS,
+    )
+    version = mlflow.register_model(info.model_uri, config.model_name, tags=tags)
+    overall = pooled(rows, config.metric)["mean"]
+    client.set_model_version_tag(
+        config.model_name, version.version, f"eval.{config.metric}", f"{overall:.4f}"
+    )
+
+    promoted, reason = decide(champion, rows, config.metric, config.candidate)
+    if promoted:
+        client.set_registered_model_alias(config.model_name, config.alias, version.version)
+    client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())
+    client.set_model_version_tag(config.model_name, version.version, "wander.promotion_reason", reason)
+    log.info("version %s %s: %s", version.version, "promoted" if promoted else "not promoted", reason)
+    return {
+        "version": int(version.version),
+        "promoted": promoted,
+        "reason": reason,
+        f"candidate_{config.metric}": overall,
+    }
+
+
+if __name__ == "__main__":
+    import sys
+
+    from tasks.stage import stage_main
+
+    sys.exit(stage_main("register", run))

@@ -1,0 +1,78 @@
+"""The register stage: lineage tags, and the champion alias moves only for a better model."""
+
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from envs import load_environment
+from envs.policies.scratch_model import build_scratch_model
+from envs.policies.scratch_model_config import ScratchModelConfig
+from tasks import tracking
+from tasks.evaluate import run as evaluate
+from tasks.evaluate_config import EvaluateConfig
+from tasks.matrix import run_matrix
+from tasks.register import decide, run
+from tasks.register_config import RegisterConfig
+
+TINY = ScratchModelConfig(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, intermediate_size=64
+)
+
+
+def scripted_rows(policy: str, games: int = 60) -> list[dict]:
+    config = EvaluateConfig(
+        policies={policy: policy}, opponents=["random", "minimax-0"], games=games, progress=False
+    )
+    return run_matrix(config).rows
+
+
+def test_decision_uses_intervals():
+    random_rows, minimax_rows = scripted_rows("random"), scripted_rows("minimax")
+    assert decide(None, random_rows, "non_loss", "x") == (True, "first registered version")
+    assert decide(random_rows, minimax_rows, "non_loss", "minimax")[0] is True
+    assert decide(minimax_rows, random_rows, "non_loss", "random")[0] is False
+    assert (
+        decide(minimax_rows, scripted_rows("minimax"), "non_loss", "again")[0] is False
+    )  # no clear difference
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = load_environment("tictactoe")
+    build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
+    evaluate(
+        EvaluateConfig(
+            policies={"grpo": "data/models/grpo"},
+            opponents=["random", "minimax-0"],
+            games=4,
+            max_new_tokens=8,
+            out_dir="data/eval",
+            progress=False,
+        )
+    )
+    return tmp_path
+
+
+def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Path):
+    config = RegisterConfig(
+        lineage={"grpo": "data/models/grpo"}, candidate="grpo", datasets=["data/sft"], max_new_tokens=8
+    )
+    with tracking.stage_run("register", root=project):
+        first = run(config)
+    with tracking.stage_run("register", root=project):
+        second = run(config)
+    assert first["promoted"] is True and first["version"] == 1
+    assert second["promoted"] is False and second["version"] == 2  # the same model is no better
+    client = mlflow.MlflowClient()
+    assert int(client.get_model_version_by_alias("wander-tictactoe", "champion").version) == 1
+    tags = client.get_model_version("wander-tictactoe", "2").tags
+    assert tags["wander.promoted"] == "false" and "no clear difference" in tags["wander.promotion_reason"]
+    assert tags["wander.checkpoint"] == "data/models/grpo" and tags["wander.parent"] == "none"
+    assert tags["wander.dataset.data/sft"] == "untracked"
+
+
+def test_unknown_candidate_is_refused(project: Path):
+    with pytest.raises(ValueError, match="not in register.lineage"):
+        run(RegisterConfig(lineage={"sft": "data/models/sft"}, candidate="grpo"))

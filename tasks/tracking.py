@@ -42,6 +42,7 @@ def setup(root: str | os.PathLike = ".", experiment: str | None = None) -> str:
     import mlflow
 
     (Path(root) / STORE_DIR).mkdir(parents=True, exist_ok=True)
+    # MLflow also exports this as MLFLOW_TRACKING_URI: stage subprocesses then log to their parent's store.
     mlflow.set_tracking_uri(tracking_uri(root))
     name = experiment or os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
     found = mlflow.MlflowClient().get_experiment_by_name(name)

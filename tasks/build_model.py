@@ -1,0 +1,78 @@
+"""The build_model stage: the base policy under data/models/base (a scratch tiny Llama, or any HF model copied).
+
+python -m tasks.build_model [--params params.yaml] [--profile smoke]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from envs import load_environment
+from envs.policies import scratch_model
+from tasks.atomic import atomic_dir, write_json
+from tasks.build_model_config import SCRATCH, BuildModelConfig
+from tasks.tracking import set_tags, write_metrics
+
+logger = logging.getLogger(__name__)
+ORIGIN_FILE = "wander_model.json"  # where the model came from, read by lineage tags downstream
+
+
+def run(config: BuildModelConfig) -> dict:
+    """Build or copy the base model into `config.output_dir` (atomically); return and write its metrics."""
+    start = time.monotonic()
+    with atomic_dir(config.output_dir) as tmp:
+        if config.model == SCRATCH:
+            env = load_environment(**config.env)
+            logger.info(
+                "training a tokenizer on the %s corpus and building a scratch model", config.env["name"]
+            )
+            tokenizer = scratch_model.build_tokenizer(env.corpus(), config.scratch)
+            model = scratch_model.build_model(tokenizer, config.scratch)
+            origin = {"model": SCRATCH, "env": config.env, "scratch": config.scratch.to_dict()}
+            write_json(tmp / "scratch_model_config.json", config.scratch.to_dict())
+        else:
+            logger.info("copying %s", config.model)
+            tokenizer = scratch_model.load_tokenizer(config.model)
+            model = scratch_model.load_model(config.model, device="cpu")
+            origin = {
+                "model": config.model,
+                "source": "path" if Path(config.model).exists() else "hub",
+                "revision": getattr(model.config, "_commit_hash", None),
+            }
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        write_json(tmp / ORIGIN_FILE, origin)
+        context = _context(model.config, tokenizer)
+    metrics = {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "context_length": context,
+        "seconds": round(time.monotonic() - start, 2),
+    }
+    write_metrics(Path(config.metrics_dir) / "build_model.json", metrics)
+    set_tags({"wander.model.source": config.model, "wander.model.dir": config.output_dir})
+    logger.info("%s: %d parameters, vocabulary %d", config.output_dir, metrics["parameters"], len(tokenizer))
+    return metrics
+
+
+def context_length(model_dir: str | Path) -> int:
+    """The longest sequence the model at `model_dir` takes, from its config (else its tokenizer)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    if config.get("max_position_embeddings"):
+        return int(config["max_position_embeddings"])
+    return int(scratch_model.load_tokenizer(model_dir).model_max_length)
+
+
+def _context(model_config: object, tokenizer: object) -> int:
+    # Hub tokenizers often report a huge sentinel model_max_length; the position embeddings are the real limit.
+    return int(getattr(model_config, "max_position_embeddings", None) or tokenizer.model_max_length)
+
+
+if __name__ == "__main__":
+    from tasks.stage import stage_main
+
+    sys.exit(stage_main("build_model", run))

@@ -1,0 +1,228 @@
+"""The curate stage: the teacher's games filtered, deduplicated and balanced into the SFT dataset, validated.
+
+python -m tasks.curate [--params params.yaml] [--profile smoke]
+
+Output: `<output_dir>/train.jsonl` and `eval.jsonl` (one game per line: `messages` plus seed, stratum,
+random_move_prob, model_starts, outcome, n_tokens) and `validation.json`, replaced as one folder only after the
+Great Expectations suite passed; a failure leaves the previous SFT data untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from envs.policies.scratch_model import load_tokenizer
+from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
+from tasks.build_model import context_length
+from tasks.curate_config import CurateConfig
+from tasks.tracking import log_artifact, log_dict, write_metrics
+from tasks.validation import gxe, validate
+
+logger = logging.getLogger(__name__)
+ROLE_LETTERS = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
+
+
+def run(config: CurateConfig) -> dict:
+    """Filter, dedupe, balance, measure, validate, then write the SFT dataset; return and write the metrics."""
+    start = time.monotonic()
+    path = Path(config.episodes_dir) / "episodes.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"no teacher episodes at {path}; run the synthesize stage first")
+    episodes = read_jsonl(path)
+    kept, dropped = select(episodes, config)
+    rows = [sft_row(r) for r in kept]
+    max_length = config.max_length or context_length(config.model_dir)
+    for row, n in zip(rows, count_tokens([r["messages"] for r in rows], config.model_dir), strict=True):
+        row["n_tokens"] = n
+    train, held_out = split_eval(rows, config.eval_fraction, config.seed)
+    groups = TicTacToeConfig.from_kwargs(**{k: v for k, v in config.env.items() if k != "name"}).num_groups
+    frame = check_frame(train + held_out, {r["seed"] for r in held_out})
+    report = validate(frame, sft_expectations(config, len(frame), groups, max_length), "sft data")
+    with atomic_dir(config.output_dir) as tmp:
+        write_jsonl(tmp / "train.jsonl", train)
+        if held_out:
+            write_jsonl(tmp / "eval.jsonl", held_out)
+        write_json(tmp / "validation.json", report)
+    tokens = [r["n_tokens"] for r in rows]
+    metrics = {
+        "input": len(episodes),
+        "kept": len(rows),
+        "train": len(train),
+        "eval": len(held_out),
+        "dropped": dropped,
+        "per_stratum": {str(k): v for k, v in sorted(Counter(r["stratum"] for r in rows).items())},
+        "outcomes": dict(Counter(r["outcome"] for r in rows)),
+        "tokens": {
+            "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0,
+            "max": max(tokens, default=0),
+        },
+        "max_length": max_length,
+        "seconds": round(time.monotonic() - start, 2),
+    }
+    write_metrics(Path(config.metrics_dir) / "curate.json", metrics)
+    log_artifact(Path(config.output_dir) / "validation.json", "validation")
+    log_dict(train[:3], "samples/sft_rows.json")
+    logger.info(
+        "kept %d of %d games (train %d, eval %d); dropped %s",
+        len(rows),
+        len(episodes),
+        len(train),
+        len(held_out),
+        dropped,
+    )
+    return metrics
+
+
+def select(episodes: list[dict], config: CurateConfig) -> tuple[list[dict], dict[str, int]]:
+    """The games to keep, in input order, and how many each filter dropped."""
+    dropped: dict[str, int] = {}
+
+    def keep(name: str, rows: list[dict], test) -> list[dict]:
+        out = [r for r in rows if test(r)]
+        dropped[name] = len(rows) - len(out)
+        return out
+
+    rows = keep("errored", episodes, lambda r: r.get("error") is None)
+    rows = keep("outcome", rows, lambda r: r["state"].get("outcome") in config.allowed_outcomes)
+    rows = keep("invalid_moves", rows, lambda r: r["state"].get("invalid", 0) == 0)
+    rows = keep("format", rows, lambda r: r["values"].get("format", 0.0) >= config.min_format)
+    seen: set = set()
+
+    def first_time(r: dict) -> bool:
+        # A seed played twice is one game too many; with dedupe, so is the same conversation under another seed.
+        keys = [("seed", r["seed"])] + ([("game", game_key(r["messages"]))] if config.dedupe else [])
+        fresh = not any(k in seen for k in keys)
+        seen.update(keys)
+        return fresh
+
+    rows = keep("duplicates", rows, first_time)
+    rows = keep("balance", rows, _balanced(rows, config.balance, config.max_per_stratum, config.seed))
+    return rows, dropped
+
+
+def _balanced(rows: list[dict], balance: bool, cap: int | None, seed: int):
+    """A filter keeping, per stratum, a seeded sample of the smallest stratum's size (and at most `cap`)."""
+    by_stratum: dict = {}
+    for r in rows:
+        by_stratum.setdefault(r["spec"].get("stratum"), []).append(r["seed"])
+    target = min((len(v) for v in by_stratum.values()), default=0) if balance else None
+    keep: set = set()
+    rng = random.Random(seed)
+    for stratum in sorted(by_stratum, key=str):
+        seeds = by_stratum[stratum]
+        size = min(x for x in (len(seeds), target, cap) if x is not None)
+        keep.update(rng.sample(seeds, size))
+    return lambda r: r["seed"] in keep
+
+
+def game_key(messages: list[dict]) -> str:
+    """Hash of a whole conversation: two games with the same key are the same game."""
+    text = json.dumps([[m["role"], m["content"]] for m in messages], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sft_row(record: dict) -> dict:
+    """One SFT row: the game's messages plus what the checks and the trainer's sampler read."""
+    spec = record["spec"]
+    return {
+        "messages": [{"role": m["role"], "content": m["content"]} for m in record["messages"]],
+        "seed": record["seed"],
+        "stratum": spec.get("stratum"),
+        "random_move_prob": spec.get("random_move_prob"),
+        "model_starts": spec.get("model_starts"),
+        "outcome": record["state"].get("outcome"),
+        "invalid_moves": record["state"].get("invalid", 0),
+        "format": record["values"].get("format"),
+    }
+
+
+def count_tokens(conversations: list[list[dict]], model_dir: str | Path) -> list[int]:
+    """Tokens of each whole conversation under the base model's tokenizer and chat template."""
+    if not conversations:
+        return []
+    tokenizer = load_tokenizer(model_dir)
+    ids = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True)["input_ids"]
+    return [len(x) for x in ids]
+
+
+def split_eval(rows: list[dict], fraction: float, seed: int) -> tuple[list[dict], list[dict]]:
+    """Hold out `fraction` of each stratum (seeded) for eval; both parts keep input order."""
+    rng = random.Random(f"{seed}:eval")
+    held: set = set()
+    by_stratum: dict = {}
+    for r in rows:
+        by_stratum.setdefault(r["stratum"], []).append(r["seed"])
+    for stratum in sorted(by_stratum, key=str):
+        seeds = by_stratum[stratum]
+        held.update(rng.sample(seeds, round(fraction * len(seeds))))
+    return [r for r in rows if r["seed"] not in held], [r for r in rows if r["seed"] in held]
+
+
+def check_frame(rows: list[dict], held_out: set) -> pd.DataFrame:
+    """The columns the SFT checks read: metadata, the role pattern, a game hash and stratum sizes."""
+    frame = pd.DataFrame([{k: v for k, v in r.items() if k != "messages"} for r in rows])
+    if not rows:
+        return frame
+    frame["roles"] = ["".join(ROLE_LETTERS.get(m["role"], "?") for m in r["messages"]) for r in rows]
+    frame["game_key"] = [game_key(r["messages"]) for r in rows]
+    frame["split"] = ["eval" if r["seed"] in held_out else "train" for r in rows]
+    frame["stratum_count"] = frame.groupby("stratum")["seed"].transform("size")
+    return frame
+
+
+def sft_expectations(config: CurateConfig, rows: int, groups: int, max_length: int) -> list:
+    """Schema, unique seeds and games, allowed outcomes, clean games, balanced strata, lengths within context."""
+    g = gxe()
+    low, high = TicTacToeConfig.from_kwargs(
+        **{k: v for k, v in config.env.items() if k != "name"}
+    ).random_move_prob
+    mean = rows / groups
+    columns = [
+        "seed", "stratum", "random_move_prob", "model_starts", "outcome", "invalid_moves", "format",
+        "n_tokens", "roles", "game_key", "split", "stratum_count",
+    ]  # fmt: skip
+    expectations = [
+        g.ExpectTableRowCountToBeBetween(min_value=1, description="some games survived curation"),
+        g.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
+        g.ExpectColumnValuesToNotBeNull(column="seed"),
+        g.ExpectColumnValuesToBeUnique(column="seed"),
+        g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(config.allowed_outcomes)),
+        g.ExpectColumnValuesToBeBetween(column="invalid_moves", min_value=0, max_value=0),
+        g.ExpectColumnValuesToBeBetween(column="format", min_value=config.min_format, max_value=1.0),
+        g.ExpectColumnValuesToBeBetween(column="random_move_prob", min_value=low, max_value=high),
+        g.ExpectColumnValuesToBeInSet(column="model_starts", value_set=[True, False]),
+        g.ExpectColumnDistinctValuesToEqualSet(
+            column="stratum", value_set=list(range(groups)), description="every difficulty stratum is present"
+        ),
+        g.ExpectColumnValuesToBeBetween(
+            column="stratum_count",
+            min_value=mean * (1 - config.max_imbalance),
+            max_value=mean * (1 + config.max_imbalance),
+            description=f"strata balanced within {config.max_imbalance:.0%} of the mean",
+        ),
+        g.ExpectColumnValuesToBeBetween(
+            column="n_tokens", min_value=1, max_value=max_length, description="games fit the model's context"
+        ),
+        g.ExpectColumnValuesToMatchRegex(
+            column="roles", regex=r"^s?(?:ua)+$", description="user/assistant turns, ending on the assistant"
+        ),
+    ]
+    if config.dedupe:
+        expectations.append(g.ExpectColumnValuesToBeUnique(column="game_key", description="no repeated game"))
+    return expectations
+
+
+if __name__ == "__main__":
+    from tasks.stage import stage_main
+
+    sys.exit(stage_main("curate", run))

@@ -1,0 +1,134 @@
+"""The generate stage: episode-spec datasets per split, stratified by opponent skill, validated, then written.
+
+python -m tasks.generate [--params params.yaml] [--profile smoke]
+
+Output: `<output_dir>/{train,eval,test}.jsonl` (one spec per line) and `validation.json`, replaced as one folder
+and only after every split passed its Great Expectations suite; a failure leaves the previous datasets untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from envs import load_environment
+from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
+from tasks.generate_config import SPLITS, GenerateConfig
+from tasks.tracking import log_artifact, write_metrics
+from tasks.validation import gxe, validate
+
+logger = logging.getLogger(__name__)
+SPEC_COLUMNS = ["seed", "random_move_prob", "stratum", "model_starts"]
+
+
+def run(config: GenerateConfig) -> dict:
+    """Build every split, validate all of them, then write them as one folder; return and write the metrics."""
+    start = time.monotonic()
+    env = load_environment(**config.env, **config.split_settings())
+    frames = {split: pd.DataFrame(env.get_dataset(split).to_list()) for split in SPLITS}
+    reports = validate_specs(frames, config.env, config.sizes())
+    with atomic_dir(config.output_dir) as tmp:
+        for split, frame in frames.items():
+            write_jsonl(tmp / f"{split}.jsonl", frame.to_dict("records"))
+        write_json(tmp / "validation.json", reports)
+    metrics = {
+        "episodes": sum(len(f) for f in frames.values()),
+        "splits": {split: split_metrics(frame) for split, frame in frames.items()},
+        "seconds": round(time.monotonic() - start, 2),
+    }
+    write_metrics(Path(config.metrics_dir) / "generate.json", metrics)
+    log_artifact(Path(config.output_dir) / "validation.json", "validation")
+    logger.info("wrote %s: %s", config.output_dir, {s: len(f) for s, f in frames.items()})
+    return metrics
+
+
+def split_metrics(frame: pd.DataFrame) -> dict:
+    """Rows, rows per stratum and the mean opponent skill of one split."""
+    return {
+        "episodes": len(frame),
+        "per_stratum": {str(k): int(v) for k, v in frame["stratum"].value_counts().sort_index().items()},
+        "mean_random_move_prob": round(float(frame["random_move_prob"].mean()), 6),
+        "model_starts": round(float(frame["model_starts"].mean()), 6),
+    }
+
+
+def read_specs(specs_dir: str | Path, split: str) -> pd.DataFrame:
+    """The episode specs of one split, as written by this stage."""
+    path = Path(specs_dir) / f"{split}.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no episode specs at {path}; run the generate stage first (dvc repro generate)"
+        )
+    return pd.DataFrame(read_jsonl(path))
+
+
+def validate_specs(
+    frames: dict[str, pd.DataFrame], env: dict[str, Any], sizes: dict[str, int] | None = None
+) -> dict[str, dict]:
+    """Validate each split (schema, ranges, balance, sizes) and seed uniqueness across splits; raise on failure."""
+    reports = {}
+    for split, frame in frames.items():
+        expected = sizes.get(split) if sizes else None
+        reports[split] = validate(
+            with_stratum_counts(frame), spec_expectations(env, len(frame), expected), f"specs {split}"
+        )
+    if len(frames) > 1:
+        seeds = pd.concat(
+            [f[["seed"]].assign(split=s) for s, f in frames.items() if "seed" in f], ignore_index=True
+        )
+        unique = gxe().ExpectColumnValuesToBeUnique(column="seed", description="no episode is in two splits")
+        reports["all"] = validate(seeds, [unique], "specs across splits")
+    return reports
+
+
+def with_stratum_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy with `stratum_count` (rows in the row's stratum), so balance is a per-row check with clear values."""
+    out = frame.copy()
+    if "stratum" in out and len(out):
+        out["stratum_count"] = out.groupby("stratum")["seed"].transform("size")
+    return out
+
+
+def spec_expectations(env: dict[str, Any], rows: int, expected_rows: int | None = None) -> list:
+    """The suite of an episode-spec split: columns, unique integer seeds, skill in range, strata balanced."""
+    g = gxe()
+    settings = TicTacToeConfig.from_kwargs(**{k: v for k, v in env.items() if k != "name"})
+    low, high = settings.random_move_prob
+    groups = settings.num_groups
+    expectations = [
+        g.ExpectTableColumnsToMatchSet(column_set=[*SPEC_COLUMNS, "stratum_count"], exact_match=True),
+        g.ExpectColumnValuesToNotBeNull(column="seed"),
+        g.ExpectColumnValuesToBeOfType(column="seed", type_="int64"),
+        g.ExpectColumnValuesToBeUnique(column="seed"),
+        g.ExpectColumnValuesToBeBetween(column="seed", min_value=0),
+        g.ExpectColumnValuesToBeBetween(column="random_move_prob", min_value=low, max_value=high),
+        g.ExpectColumnValuesToBeInSet(column="stratum", value_set=list(range(groups))),
+        g.ExpectColumnValuesToBeInSet(column="model_starts", value_set=[True, False]),
+        # Round-robin strata: every stratum holds floor or ceil of rows / groups.
+        g.ExpectColumnValuesToBeBetween(
+            column="stratum_count",
+            min_value=rows // groups,
+            max_value=math.ceil(rows / groups),
+            description="difficulty strata are balanced",
+        ),
+    ]
+    if rows >= groups:
+        expectations.append(
+            g.ExpectColumnDistinctValuesToEqualSet(column="stratum", value_set=list(range(groups)))
+        )
+    if expected_rows is not None:
+        expectations.append(g.ExpectTableRowCountToEqual(value=expected_rows))
+    return expectations
+
+
+if __name__ == "__main__":
+    from tasks.stage import stage_main
+
+    sys.exit(stage_main("generate", run))

@@ -1,0 +1,62 @@
+"""The command line every stage shares: `python -m tasks.<stage> [--params params.yaml] [--profile smoke]`.
+
+It reads the stage's section of params.yaml into its config (checked by tasks.params), runs the stage inside its
+MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the errors a person can fix (bad params,
+failed validation) into one readable message and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+from tasks.params import PARAMS_FILE, ParamsError, load_config, stage_class
+from tasks.validation import DataValidationError
+
+
+def stage_main(stage: str, run: Callable[[Any], dict], argv: Sequence[str] | None = None) -> int:
+    """Parse the stage's options, load its config, run it under MLflow; return the process exit status."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m tasks.{stage}", description=f"The {stage} stage of wander."
+    )
+    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: params.yaml)")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="merge params.<profile>.yaml onto the params, e.g. smoke (outside DVC)",
+    )
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"{stage}: %(message)s", stream=sys.stderr)
+    try:
+        config = load_config(stage_class(stage), stage, path=args.params, profile=args.profile)
+    except ParamsError as e:
+        print(f"{stage}: error: {e}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        if args.no_mlflow:
+            metrics = run(config)
+        else:
+            from tasks.tracking import stage_run
+
+            with stage_run(stage, asdict(config) if is_dataclass(config) else None):
+                metrics = run(config)
+    except (DataValidationError, ParamsError, FileNotFoundError) as e:
+        print(f"{stage}: error: {e}", file=sys.stderr)
+        return 2
+    logging.getLogger(stage).info(
+        "done in %.1f s: %s", time.monotonic() - start, json.dumps(headline(metrics), default=str)
+    )
+    return 0
+
+
+def headline(metrics: dict) -> dict:
+    """The top-level numbers of a metrics dict, for a one-line summary."""
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}

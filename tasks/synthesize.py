@@ -1,0 +1,296 @@
+"""The synthesize stage: the teacher plays episodes through the OpenAI Chat Completions protocol, resumably.
+
+python -m tasks.synthesize [--params params.yaml] [--profile smoke]
+
+The default teacher is the embedded one (an OpenAI-compatible server started on a free loopback port and stopped
+with the stage); `teacher_url` points at any real endpoint instead. Every finished batch of episodes is appended
+to a journal (`<work_dir>/synthesize/<fingerprint>.jsonl`, fsync'd) that is not a DVC output, so a killed run
+restarts where it stopped: journaled seeds are skipped, none is played twice, none is lost. The final
+`episodes.jsonl` is written atomically once every episode is in, then the journal is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+from pathlib import Path
+
+import pandas as pd
+
+from envs import Policy, load_environment
+from envs.policies.base import Conversation, Reply
+from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
+from envs.policies.openai_policy_config import OpenAIPolicyConfig
+from envs.policies.openai_server import serve_in_thread
+from envs.tictactoe.teacher import teacher_app
+from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
+from tasks.generate import validate_specs
+from tasks.journal import Journal
+from tasks.synthesize_config import SynthesizeConfig
+from tasks.tracking import log_artifact, log_dict, log_metrics, write_metrics
+from tasks.validation import gxe, validate
+
+logger = logging.getLogger(__name__)
+OUTCOMES = ("win", "draw", "loss")
+
+
+class RateLimited:
+    """A policy wrapper keeping the average request rate under `rate` per second, `burst` requests at a time.
+
+    `policy` may be swapped between calls (synthesis uses one teacher client per batch) and the pace carries on.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.policy = policy
+        self.rate = rate
+        self.burst = burst
+        self.clock = clock
+        self.sleep = sleep
+        self.next_start = 0.0
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        """Answer in slices of `burst`, each starting no sooner than its share of the rate allows."""
+        replies: list[Reply] = []
+        for i in range(0, len(conversations), self.burst):
+            part = conversations[i : i + self.burst]
+            now = self.clock()
+            if self.next_start > now:
+                self.sleep(self.next_start - now)
+                now = self.next_start
+            self.next_start = now + len(part) / self.rate
+            replies.extend(self.policy(part))
+        return replies
+
+
+@contextlib.contextmanager
+def teacher_endpoint(config: SynthesizeConfig) -> Iterator[str]:
+    """The teacher's base URL: the configured endpoint, or the embedded teacher served for the duration."""
+    if config.teacher_url:
+        yield config.teacher_url
+        return
+    with serve_in_thread(teacher_app(config.teacher_skill, config.teacher_model)) as url:
+        logger.info("embedded teacher (skill %.2f) serving at %s", config.teacher_skill, url)
+        yield url
+
+
+def teacher_policy(config: SynthesizeConfig, base_url: str, seed: int) -> OpenAIPolicy:
+    """The OpenAI-protocol client of the teacher, with the stage's retry, concurrency and cache settings."""
+    return OpenAIPolicy(
+        OpenAIPolicyConfig(
+            base_url=base_url,
+            model=config.teacher_model,
+            api_key_env=config.api_key_env,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            seed=seed,
+            max_concurrency=config.max_concurrency,
+            max_retries=config.max_retries,
+            backoff_base=config.backoff_base,
+            backoff_max=config.backoff_max,
+            timeout=config.timeout,
+            cache_dir=config.cache_dir,
+        )
+    )
+
+
+def fingerprint(config: SynthesizeConfig) -> str:
+    """Hash of everything that decides how an episode plays out; a journal is only resumed under the same one."""
+    teacher = {"url": config.teacher_url or "embedded", "model": config.teacher_model}
+    if not config.teacher_url:
+        teacher["skill"] = config.teacher_skill
+    decisive = {
+        "env": config.env,
+        "teacher": teacher,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "seed": config.seed,
+    }
+    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def journal_path(config: SynthesizeConfig) -> Path:
+    """Where this config's journal lives."""
+    return Path(config.work_dir) / "synthesize" / f"{fingerprint(config)}.jsonl"
+
+
+def load_specs(config: SynthesizeConfig) -> list[dict]:
+    """The specs to play, after the split passed the generate stage's validation (bad input stops here)."""
+    path = Path(config.specs_dir) / f"{config.split}.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no episode specs at {path}; run the generate stage first (dvc repro generate)"
+        )
+    specs = read_jsonl(path)
+    validate_specs({config.split: pd.DataFrame(specs)}, config.env)
+    return specs[: config.num_episodes]
+
+
+def batches(specs: list[dict], size: int, skip: dict) -> Iterator[tuple[int, list[dict]]]:
+    """Numbered fixed slices of the spec list, minus journaled seeds; empty slices are skipped.
+
+    Slicing the full list, not what is left to do, gives a resumed run the same batches as an uninterrupted one,
+    and a teacher's reply depends on its batch: on the batch's seed, and identical conversations within one batch
+    get distinct request seeds.
+    """
+    for index, start in enumerate(range(0, len(specs), size)):
+        batch = [spec for spec in specs[start : start + size] if spec["seed"] not in skip]
+        if batch:
+            yield index, batch
+
+
+def batch_seed(seed: int, index: int) -> int:
+    """The teacher's base seed for batch `index`: without it, every identical position gets the identical reply,
+    and a strong opponent's games repeat (a third fewer distinct games in a 1,600-game sample)."""
+    return random.Random(f"{seed}:{index}").getrandbits(31)
+
+
+def run(config: SynthesizeConfig) -> dict:
+    """Play every spec not yet journaled, then write all episodes atomically; return and write the metrics."""
+    start = time.monotonic()
+    specs = load_specs(config)
+    env = load_environment(**config.env)
+    journal = Journal(journal_path(config))
+    wanted = {spec["seed"]: spec for spec in specs}
+    # A journaled episode counts only if it was played from the very same spec.
+    resumed = {seed: r for seed, r in journal.load().items() if wanted.get(seed) == r["spec"]}
+    todo = [spec for spec in specs if spec["seed"] not in resumed]
+    logger.info(
+        "%d episodes of %s: %d already journaled in %s, %d to play",
+        len(specs),
+        config.split,
+        len(resumed),
+        journal.path,
+        len(todo),
+    )
+    played: dict = {}
+    stats = PolicyStats()
+    rate = config.requests_per_second
+    limiter = RateLimited(None, rate, config.max_concurrency) if rate else None  # one pace across batches
+    play_start = time.monotonic()
+    if todo:
+        with teacher_endpoint(config) as base_url:
+            try:
+                for index, batch in batches(specs, config.batch_size, skip=resumed):
+                    policy = teacher_policy(config, base_url, batch_seed(config.seed, index))
+                    if limiter:
+                        limiter.policy = policy
+                    try:
+                        episodes = env.rollout(limiter or policy, batch)
+                    finally:
+                        _add_stats(stats, policy.stats)
+                    records = [ep.to_dict() for ep in episodes]
+                    journal.append(records)
+                    played.update((r["seed"], r) for r in records)
+                    done = len(resumed) + len(played)
+                    _progress(done, len(specs), len(played), time.monotonic() - play_start, stats)
+            except Exception:
+                logger.error(
+                    "stopped: %d of %d episodes are journaled in %s; a rerun resumes from there",
+                    len(resumed) + len(played),
+                    len(specs),
+                    journal.path,
+                )
+                raise
+    play_seconds = time.monotonic() - play_start
+    records = [resumed.get(spec["seed"]) or played[spec["seed"]] for spec in specs]
+    report = validate(episode_frame(records), episode_expectations(len(specs)), "teacher episodes")
+    with atomic_dir(config.output_dir) as tmp:
+        write_jsonl(tmp / "episodes.jsonl", records)
+        write_json(tmp / "validation.json", report)
+    journal.remove()  # everything is in the output now
+    metrics = {
+        "episodes": len(records),
+        "played": len(played),
+        "resumed": len(resumed),
+        "seconds": round(time.monotonic() - start, 2),
+        "episodes_per_second": round(len(played) / play_seconds, 2) if played else 0.0,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "cache_hits": stats.cache_hits,
+        "teacher": outcome_rates(records),
+        "per_stratum": {
+            str(s): outcome_rates([r for r in records if r["spec"].get("stratum") == s])
+            for s in sorted({r["spec"].get("stratum") for r in records}, key=str)
+        },
+    }
+    write_metrics(Path(config.metrics_dir) / "synthesize.json", metrics)
+    log_artifact(Path(config.output_dir) / "validation.json", "validation")
+    log_dict(records[:3], "samples/teacher_games.json")
+    return metrics
+
+
+def _add_stats(total: PolicyStats, part: PolicyStats) -> None:
+    for f in fields(PolicyStats):
+        setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
+
+
+def _progress(done: int, total: int, played: int, seconds: float, stats: PolicyStats) -> None:
+    rate = played / seconds if seconds > 0 else 0.0
+    logger.info(
+        "%d/%d episodes (%.0f%%), %.1f episodes/s, %d requests, %d retries",
+        done,
+        total,
+        100 * done / total,
+        rate,
+        stats.requests,
+        stats.retries,
+    )
+    log_metrics({"episodes_done": done, "episodes_per_second": rate}, step=done)
+
+
+def outcome_rates(records: list[dict]) -> dict:
+    """Share of wins, draws and losses, of games with an invalid move, mean format, errored share."""
+    n = len(records) or 1
+    outcomes = Counter(r["state"].get("outcome") for r in records)
+    return {
+        "episodes": len(records),
+        **{o: round(outcomes[o] / n, 4) for o in OUTCOMES},
+        "invalid_games": round(sum(r["state"].get("invalid", 0) > 0 for r in records) / n, 4),
+        "format": round(sum(r["values"].get("format", 0.0) for r in records) / n, 4),
+        "errored": round(sum(r["error"] is not None for r in records) / n, 4),
+    }
+
+
+def episode_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per episode with the columns the episode checks read."""
+    return pd.DataFrame(
+        {
+            "seed": [r["seed"] for r in records],
+            "stratum": [r["spec"].get("stratum") for r in records],
+            "outcome": [r["state"].get("outcome") for r in records],
+            "messages": [len(r["messages"]) for r in records],
+        }
+    )
+
+
+def episode_expectations(expected_rows: int) -> list:
+    """Every spec played exactly once, outcomes known, conversations non-empty."""
+    g = gxe()
+    return [
+        g.ExpectTableRowCountToEqual(value=expected_rows),
+        g.ExpectColumnValuesToBeUnique(column="seed", description="no episode played twice"),
+        g.ExpectColumnValuesToNotBeNull(column="seed"),
+        g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
+        g.ExpectColumnValuesToBeBetween(column="messages", min_value=3),
+    ]
+
+
+if __name__ == "__main__":
+    from tasks.stage import stage_main
+
+    sys.exit(stage_main("synthesize", run))

@@ -1,0 +1,114 @@
+"""The curate stage: filters, dedupe and balance with counts; validated SFT data; failures overwrite nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tasks import curate
+from tasks.atomic import read_jsonl, write_jsonl
+from tasks.validation import DataValidationError
+
+
+@pytest.fixture
+def params(tmp_path: Path, params_at, shared_params: dict, synthesized: dict, base_model: Path) -> dict:
+    """Smoke params under tmp_path, with copies of the shared teacher episodes; the base model is shared."""
+    params = params_at(tmp_path)
+    shutil.copytree(shared_params["layout"]["episodes"], params["layout"]["episodes"])
+    params["layout"]["base_model"] = str(base_model)
+    return params
+
+
+def sft_rows(params: dict, split: str = "train") -> list[dict]:
+    return read_jsonl(Path(params["layout"]["sft"]) / f"{split}.jsonl")
+
+
+def test_sft_data_is_clean_balanced_and_counted(params: dict, stage_config) -> None:
+    metrics = curate.run(stage_config("curate", params))
+    train, held_out = sft_rows(params), sft_rows(params, "eval")
+    rows = train + held_out
+    assert metrics["input"] == metrics["kept"] + sum(metrics["dropped"].values())
+    assert metrics["dropped"]["outcome"] > 0  # the teacher loses some games; none of them is kept
+    assert (
+        len(rows) == metrics["kept"]
+        and len(train) == metrics["train"]
+        and len(held_out) == metrics["eval"] > 0
+    )
+    assert {r["outcome"] for r in rows} <= {"win", "draw"}
+    assert all(r["invalid_moves"] == 0 and r["format"] == 1.0 for r in rows)
+    seeds = [r["seed"] for r in rows]
+    assert len(seeds) == len(set(seeds))
+    per_stratum = [sum(r["stratum"] == g for r in rows) for g in range(4)]
+    assert len(set(per_stratum)) == 1 and per_stratum[0] > 0  # balanced to the smallest stratum
+    for r in rows:
+        roles = [m["role"] for m in r["messages"]]
+        assert roles[0] == "system" and roles[-1] == "assistant"
+        assert all(set(m) == {"role", "content"} for m in r["messages"])
+        assert 0 < r["n_tokens"] <= metrics["max_length"]
+    report = json.loads((Path(params["layout"]["sft"]) / "validation.json").read_text())
+    assert report["success"] and report["rows"] == len(rows)
+
+
+def test_same_input_gives_the_same_bytes(params: dict, stage_config, tmp_path: Path) -> None:
+    curate.run(stage_config("curate", params))
+    first = (Path(params["layout"]["sft"]) / "train.jsonl").read_bytes()
+    curate.run(stage_config("curate", params))
+    assert (Path(params["layout"]["sft"]) / "train.jsonl").read_bytes() == first
+
+
+def test_every_filter_drops_and_counts_its_games(params: dict, stage_config) -> None:
+    path = Path(params["layout"]["episodes"]) / "episodes.jsonl"
+    episodes = read_jsonl(path)
+    good = [e for e in episodes if e["state"]["outcome"] != "loss"]
+    extra = []
+    for i, damage in enumerate(["error", "invalid", "format", "same_seed", "same_game"]):
+        e = copy.deepcopy(good[i])
+        if damage == "error":
+            e["error"] = "env_response: ValueError: boom"
+        elif damage == "invalid":
+            e["state"]["invalid"] = 1
+        elif damage == "format":
+            e["values"]["format"] = 0.5
+        elif damage == "same_game":
+            e["seed"] = e["spec"]["seed"] = 10**9 + i  # another seed, the very same conversation
+        extra.append(e)
+    write_jsonl(path, episodes + extra)
+    metrics = curate.run(stage_config("curate", params, balance=False, max_imbalance=1.0))
+    dropped = metrics["dropped"]
+    assert dropped["errored"] == 1 and dropped["invalid_moves"] == 1 and dropped["format"] == 1
+    assert (
+        dropped["duplicates"] >= 2
+    )  # the repeated seed and the repeated game (plus any the teacher repeated)
+    assert dropped["balance"] == 0
+    assert 10**9 + 4 not in {r["seed"] for r in sft_rows(params) + sft_rows(params, "eval")}
+
+
+def test_games_longer_than_the_context_are_rejected_and_nothing_is_overwritten(
+    params: dict, stage_config
+) -> None:
+    out = Path(params["layout"]["sft"])
+    out.mkdir(parents=True)
+    (out / "train.jsonl").write_text("previous sft data\n")
+    with pytest.raises(DataValidationError) as e:
+        curate.run(stage_config("curate", params, max_length=200))
+    message = str(e.value)
+    assert message.startswith("validation of 'sft data' failed: 1 of")
+    assert "on column 'n_tokens' (min_value=1.0, max_value=200.0) [games fit the model's context]" in message
+    assert "rows unexpected, e.g." in message
+    assert (out / "train.jsonl").read_text() == "previous sft data\n"
+    assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]
+    assert not (Path(params["layout"]["metrics"]) / "curate.json").exists()
+
+
+def test_unbalanced_strata_fail_validation(params: dict, stage_config) -> None:
+    path = Path(params["layout"]["episodes"]) / "episodes.jsonl"
+    episodes = read_jsonl(path)
+    write_jsonl(path, [e for e in episodes if e["spec"]["stratum"] != 3 or e["seed"] % 4 == 0])
+    with pytest.raises(
+        DataValidationError, match=r"column 'stratum_count' .*strata balanced within 10% of the mean"
+    ):
+        curate.run(stage_config("curate", params, balance=False))

@@ -1,0 +1,116 @@
+"""`dvc repro` of the data stages on a scratch copy of the repo (smoke profile): runs, then does nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STAGES = ["build_model", "generate", "synthesize", "curate"]
+COPIED = [
+    "envs",
+    "tasks",
+    "dvc.yaml",
+    "params.yaml",
+    "params.smoke.yaml",
+    ".dvcignore",
+    ".gitignore",
+    ".dvc/config",
+    ".dvc/.gitignore",
+]
+
+
+def sh(args: list[str], cwd: Path, timeout: float = 600) -> str:
+    """Run a command with the project's Python first on PATH (dvc stages call `python`); return its output."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # Bytecode written into code deps (as on any machine without PYTHONDONTWRITEBYTECODE) must not rerun stages.
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "WANDER_PARENT_RUN_ID", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(key, None)
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def ran(output: str) -> list[str]:
+    """Stages DVC ran, in order."""
+    return [s for line in output.splitlines() for s in STAGES if line.startswith(f"Running stage '{s}'")]
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repo holding the pipeline's files, with the smoke profile written into params.yaml."""
+    root = tmp_path_factory.mktemp("repo")
+    for name in COPIED:
+        src, dst = REPO / name, root / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst)
+    sh([sys.executable, "-m", "tasks.params", "--profile", "smoke", "--write", "params.yaml"], root)
+    sh(["git", "init", "-q"], root)
+    sh(["git", "add", "-A"], root)
+    sh(
+        ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", "pipeline"],
+        root,
+    )
+    return root
+
+
+@pytest.mark.slow
+def test_repro_runs_the_data_stages_then_does_nothing(repo: Path) -> None:
+    first = sh(["dvc", "repro"], repo)
+    assert ran(first) == STAGES
+    for path in (
+        "data/models/base/model.safetensors",
+        "data/datasets/train.jsonl",
+        "data/synth/episodes.jsonl",
+        "data/sft/train.jsonl",
+    ):
+        assert (repo / path).exists(), path
+    for stage in STAGES:
+        assert json.loads((repo / "data" / "metrics" / f"{stage}.json").read_text())
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    assert sorted(lock["stages"]) == sorted(STAGES)
+    assert lock["stages"]["generate"]["params"]["params.yaml"]["generate"]["num_train"] == 48
+
+    # Every stage logged a standalone MLflow run in the repo's own store.
+    client = mlflow.MlflowClient(f"sqlite:///{repo}/mlflow/mlflow.db")
+    experiment = client.get_experiment_by_name("wander")
+    names = sorted(r.info.run_name for r in client.search_runs([experiment.experiment_id]))
+    assert names == sorted(STAGES)
+
+    assert list((repo / "envs" / "tictactoe").glob("__pycache__/*.pyc"))  # written while stages ran
+    mtimes = {p: p.stat().st_mtime_ns for p in (repo / "data").rglob("*") if p.is_file()}
+    second = sh(["dvc", "repro"], repo)
+    assert ran(second) == [] and "Data and pipelines are up to date." in second
+    assert {p: p.stat().st_mtime_ns for p in (repo / "data").rglob("*") if p.is_file()} == mtimes
+    assert "up to date" in sh(["dvc", "status"], repo)
+
+
+@pytest.mark.slow
+def test_a_curate_param_reruns_only_curate_and_the_remote_round_trips(repo: Path) -> None:
+    if not (repo / "dvc.lock").exists():
+        sh(["dvc", "repro"], repo)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["curate"]["eval_fraction"] = 0.2
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert ran(sh(["dvc", "repro"], repo)) == ["curate"]
+
+    # The default remote is a folder in the repo: push, lose the data and the cache, pull it all back.
+    sh(["dvc", "push"], repo)
+    assert (repo / ".dvc-remote").is_dir()
+    train = (repo / "data" / "sft" / "train.jsonl").read_bytes()
+    shutil.rmtree(repo / "data")
+    shutil.rmtree(repo / ".dvc" / "cache")
+    sh(["dvc", "pull"], repo)
+    assert (repo / "data" / "sft" / "train.jsonl").read_bytes() == train
+    assert ran(sh(["dvc", "repro"], repo)) == []

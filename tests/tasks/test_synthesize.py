@@ -1,0 +1,213 @@
+"""The synthesize stage: resumable after SIGKILL, retried on transient endpoint failures, rate-limited."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from envs.policies.base import Reply
+from envs.policies.openai_policy import PolicyRequestError
+from envs.policies.openai_server import serve_in_thread
+from envs.tictactoe.teacher import teacher_app
+from tasks import synthesize
+from tasks.atomic import read_jsonl
+from tasks.journal import Journal
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def episodes_of(params: dict) -> list[dict]:
+    return read_jsonl(Path(params["layout"]["episodes"]) / "episodes.jsonl")
+
+
+def with_specs(params_at, root: Path, shared_params: dict) -> dict:
+    """Smoke params under `root`, with a copy of the shared episode specs."""
+    params = params_at(root)
+    shutil.copytree(shared_params["layout"]["datasets"], params["layout"]["datasets"])
+    return params
+
+
+def test_teacher_plays_every_spec_once_in_order(shared_params: dict, synthesized: dict) -> None:
+    specs = read_jsonl(Path(shared_params["layout"]["datasets"]) / "train.jsonl")
+    records = episodes_of(shared_params)
+    assert [r["seed"] for r in records] == [s["seed"] for s in specs]
+    assert all(r["spec"] == s for r, s in zip(records, specs, strict=True))
+    assert synthesized["played"] == len(specs) and synthesized["resumed"] == 0 and synthesized["retries"] == 0
+    teacher = synthesized["teacher"]
+    assert teacher["format"] == 1.0 and teacher["invalid_games"] == 0.0 and teacher["win"] > teacher["loss"]
+    assert not any(
+        (Path(shared_params["layout"]["work"]) / "synthesize").glob("*.jsonl")
+    )  # journal cleaned up
+
+
+def test_killed_synthesis_resumes_without_loss_or_duplicates(
+    tmp_path: Path, params_at, stage_config, shared_params: dict, generated: dict
+) -> None:
+    params = with_specs(params_at, tmp_path / "killed", shared_params)
+    # Small journaled batches, paced so the kill lands mid-run.
+    params["synthesize"].update(batch_size=4, max_concurrency=4, requests_per_second=30.0)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params))
+    config = stage_config("synthesize", params)
+    journal = synthesize.journal_path(config)
+    output = Path(config.output_dir) / "episodes.jsonl"
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tasks.synthesize", "--params", str(params_file), "--no-mlflow"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while not journal.exists() or journal.read_text().count("\n") < 12:
+            assert proc.poll() is None, f"synthesis ended before the kill:\n{proc.stdout.read()}"
+            assert time.monotonic() < deadline, "no journaled episode after 120 s"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not output.exists()
+    journaled = [json.loads(line) for line in journal.read_text().splitlines()]
+    total = len(read_jsonl(Path(config.specs_dir) / "train.jsonl"))
+    assert 12 <= len(journaled) < total
+    with journal.open("a") as f:
+        f.write('{"seed": 1, "spec": {"se')  # the torn line a kill in the middle of an append leaves
+
+    resumed = synthesize.run(stage_config("synthesize", params, requests_per_second=None))
+    assert resumed["resumed"] == len(journaled)
+    assert resumed["played"] == total - len(journaled)
+    records = read_jsonl(output)
+    seeds = [r["seed"] for r in records]
+    assert len(seeds) == len(set(seeds)) == total
+    by_seed = {r["seed"]: r for r in records}
+    assert all(by_seed[r["seed"]] == r for r in journaled)  # what was done before the kill is kept as it was
+    assert not journal.exists()
+
+    # And the data equals what an uninterrupted run writes.
+    straight = with_specs(params_at, tmp_path / "straight", shared_params)
+    synthesize.run(stage_config("synthesize", straight, batch_size=4, max_concurrency=4))
+    assert episodes_of(straight) == records
+
+
+def flaky_teacher(failures: list[int], seen: dict, fail_after: int | None = None) -> object:
+    """The embedded teacher behind a front answering the first requests with `failures` (HTTP statuses),
+    and every request after the first `fail_after` with 500."""
+    app = teacher_app()
+
+    @app.middleware("http")
+    async def fail_some(request: Request, call_next):  # noqa: ANN202
+        if request.url.path.endswith("/chat/completions"):
+            seen["auth"].add(request.headers.get("authorization"))
+            seen["requests"] += 1
+            n = seen["requests"]
+            status = failures[n - 1] if n <= len(failures) else None
+            if fail_after is not None and n > fail_after:
+                status = 500
+            if status is not None:
+                body = {
+                    "error": {"message": f"injected {status}", "type": "test", "param": None, "code": None}
+                }
+                return JSONResponse(body, status_code=status, headers={"Retry-After": "0"})
+        return await call_next(request)
+
+    return app
+
+
+def test_transient_endpoint_failures_are_retried(
+    tmp_path: Path,
+    params_at,
+    stage_config,
+    shared_params: dict,
+    synthesized: dict,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WANDER_TEST_TEACHER_KEY", "sk-test-secret")
+    params = with_specs(params_at, tmp_path, shared_params)
+    seen = {"auth": set(), "requests": 0}
+    with serve_in_thread(flaky_teacher([500, 429, 503, 429], seen)) as url:
+        metrics = synthesize.run(
+            stage_config(
+                "synthesize",
+                params,
+                teacher_url=url,
+                api_key_env="WANDER_TEST_TEACHER_KEY",
+                backoff_base=0.01,
+            )
+        )
+    assert metrics["retries"] >= 4 and metrics["played"] == synthesized["played"]
+    # Retried requests are the same requests: the games equal those of the undisturbed embedded teacher.
+    assert episodes_of(params) == episodes_of(shared_params)
+    assert seen["auth"] == {"Bearer sk-test-secret"}  # the key comes from the named variable...
+    written = "".join(p.read_text() for p in Path(tmp_path).rglob("*.json*"))
+    assert "sk-test-secret" not in written  # ...and is written nowhere
+
+
+def test_endpoint_that_keeps_failing_stops_the_stage_and_keeps_finished_batches(
+    tmp_path: Path, params_at, stage_config, shared_params: dict, generated: dict
+) -> None:
+    params = with_specs(params_at, tmp_path, shared_params)
+    seen = {"auth": set(), "requests": 0}
+    # A batch of 4 games takes 12 to 20 requests: the first batch finishes, the second cannot.
+    with serve_in_thread(flaky_teacher([], seen, fail_after=22)) as url:
+        config = stage_config(
+            "synthesize",
+            params,
+            teacher_url=url,
+            batch_size=4,
+            max_concurrency=4,
+            max_retries=1,
+            backoff_base=0.0,
+        )
+        with pytest.raises(PolicyRequestError, match="failed after 2 attempts: HTTP 500"):
+            synthesize.run(config)
+    assert len(Journal(synthesize.journal_path(config)).load()) == 4
+    assert not (Path(config.output_dir) / "episodes.jsonl").exists()
+
+
+def test_rate_limit_spaces_requests() -> None:
+    clock = {"now": 0.0}
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock["now"] += seconds
+
+    calls: list[int] = []
+
+    def policy(conversations: list) -> list[Reply]:
+        calls.append(len(conversations))
+        return [Reply("x") for _ in conversations]
+
+    limited = synthesize.RateLimited(policy, rate=4.0, burst=2, clock=lambda: clock["now"], sleep=sleep)
+    assert len(limited([[{"role": "user", "content": "hi"}]] * 5)) == 5
+    assert calls == [2, 2, 1]
+    assert waits == [0.5, 0.5]  # 2 requests at 4/s take half a second
+    limited([[{"role": "user", "content": "hi"}]])
+    assert waits[-1] == pytest.approx(0.25) and clock["now"] == pytest.approx(1.25)
+
+
+def test_journal_drops_a_torn_tail_and_keeps_the_first_record(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    assert journal.load() == {}
+    journal.append([{"seed": 1, "v": "a"}, {"seed": 2, "v": "b"}])
+    journal.append([{"seed": 1, "v": "again"}])
+    with journal.path.open("a") as f:
+        f.write('{"seed": 3, "v"')
+    assert journal.load() == {1: {"seed": 1, "v": "a"}, 2: {"seed": 2, "v": "b"}}
+    assert journal.path.read_text().endswith("\n")  # the torn tail is cut off the file
+    journal.append([{"seed": 3, "v": "c"}])
+    assert set(journal.load()) == {1, 2, 3}

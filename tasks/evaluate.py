@@ -106,20 +106,10 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tasks.evaluate`: run the stage from command-line options."""
-    parser = argparse.ArgumentParser(prog="python -m tasks.evaluate", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    parser.add_argument("--out", default="data/eval", help="output folder")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        metrics = run(config_from_args(args, args.out))
-    except ValueError as exc:
-        print(f"evaluate: error: {exc}", file=sys.stderr)
-        return 2
-    for name, row in metrics["policies"].items():
-        print(f"{name}: non-loss {row['overall']['non_loss']:.3f} over {row['overall']['games']} games")
-    return 0
+    """`python -m tasks.evaluate`: the pipeline stage, reading params.yaml's evaluate section."""
+    from tasks.stage import stage_main
+
+    return stage_main("evaluate", run, argv)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ STAGES = {
     "generate": "tasks.generate_config:GenerateConfig",
     "synthesize": "tasks.synthesize_config:SynthesizeConfig",
     "curate": "tasks.curate_config:CurateConfig",
+    "sft": "tasks.sft_config:SFTStageConfig",
+    "grpo": "tasks.grpo_config:GRPOStageConfig",
     "evaluate": "tasks.evaluate_config:EvaluateConfig",
     "register": "tasks.register_config:RegisterConfig",
 }
@@ -64,6 +66,10 @@ class Layout:
     metrics: str = field(
         default="data/metrics", metadata={"help": "One metrics JSON per stage (DVC metrics)."}
     )
+    models: str = field(
+        default="data/models", metadata={"help": "Trained checkpoints: sft, grpo-<stage> (final models)."}
+    )
+    eval: str = field(default="data/eval", metadata={"help": "The evaluation matrix and report (evaluate)."})
     work: str = field(
         default="data/work",
         metadata={"help": "Resumable state kept across runs (synthesis journal); never a DVC output."},

@@ -18,6 +18,7 @@ from tasks.compare import compare, conclusion, is_better
 from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import pooled, run_matrix
 from tasks.register_config import RegisterConfig
+from tasks.tracking import write_metrics
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
@@ -138,12 +139,14 @@ def run(config: RegisterConfig) -> dict:
     client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())
     client.set_model_version_tag(config.model_name, version.version, "wander.promotion_reason", reason)
     log.info("version %s %s: %s", version.version, "promoted" if promoted else "not promoted", reason)
-    return {
+    metrics = {
         "version": int(version.version),
         "promoted": promoted,
         "reason": reason,
         f"candidate_{config.metric}": overall,
     }
+    write_metrics(Path(config.metrics_dir) / "register.json", metrics)
+    return metrics
 
 
 if __name__ == "__main__":

@@ -33,5 +33,8 @@ class RegisterConfig:
     max_new_tokens: int = 64
     """Token budget per reply when the champion is replayed; keep it equal to the evaluate stage's."""
 
+    metrics_dir: str = field(default="data/metrics", metadata={"from": "layout.metrics"})
+    """Folder of the stage's metrics file, register.json."""
+
     lock_file: str = "dvc.lock"
     """Where DVC records output hashes; the lineage tags are read from it."""

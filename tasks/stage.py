@@ -20,7 +20,9 @@ from tasks.params import PARAMS_FILE, ParamsError, load_config, stage_class
 from tasks.validation import DataValidationError
 
 
-def stage_main(stage: str, run: Callable[[Any], dict], argv: Sequence[str] | None = None) -> int:
+def stage_main(
+    stage: str, run: Callable[[Any], dict], argv: Sequence[str] | None = None, run_name: str | None = None
+) -> int:
     """Parse the stage's options, load its config, run it under MLflow; return the process exit status."""
     parser = argparse.ArgumentParser(
         prog=f"python -m tasks.{stage}", description=f"The {stage} stage of wander."
@@ -46,7 +48,7 @@ def stage_main(stage: str, run: Callable[[Any], dict], argv: Sequence[str] | Non
         else:
             from tasks.tracking import stage_run
 
-            with stage_run(stage, asdict(config) if is_dataclass(config) else None):
+            with stage_run(run_name or stage, asdict(config) if is_dataclass(config) else None):
                 metrics = run(config)
     except (DataValidationError, ParamsError, FileNotFoundError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)

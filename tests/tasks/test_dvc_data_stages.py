@@ -1,4 +1,4 @@
-"""`dvc repro` of the data stages on a scratch copy of the repo (smoke profile): runs, then does nothing."""
+"""`dvc repro curate` (the data stages) on a scratch copy of the repo (smoke profile): runs, then does nothing."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_repro_runs_the_data_stages_then_does_nothing(repo: Path) -> None:
-    first = sh(["dvc", "repro"], repo)
-    assert ran(first) == STAGES
+    first = sh(["dvc", "repro", "curate"], repo)
+    assert sorted(ran(first)) == sorted(STAGES) and ran(first)[-1] == "curate"  # DVC picks the order
     for path in (
         "data/models/base/model.safetensors",
         "data/datasets/train.jsonl",
@@ -90,27 +90,27 @@ def test_repro_runs_the_data_stages_then_does_nothing(repo: Path) -> None:
 
     assert list((repo / "envs" / "tictactoe").glob("__pycache__/*.pyc"))  # written while stages ran
     mtimes = {p: p.stat().st_mtime_ns for p in (repo / "data").rglob("*") if p.is_file()}
-    second = sh(["dvc", "repro"], repo)
+    second = sh(["dvc", "repro", "curate"], repo)
     assert ran(second) == [] and "Data and pipelines are up to date." in second
     assert {p: p.stat().st_mtime_ns for p in (repo / "data").rglob("*") if p.is_file()} == mtimes
-    assert "up to date" in sh(["dvc", "status"], repo)
+    assert "up to date" in sh(["dvc", "status", "--with-deps", "curate"], repo)
 
 
 @pytest.mark.slow
 def test_a_curate_param_reruns_only_curate_and_the_remote_round_trips(repo: Path) -> None:
     if not (repo / "dvc.lock").exists():
-        sh(["dvc", "repro"], repo)
+        sh(["dvc", "repro", "curate"], repo)
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["curate"]["eval_fraction"] = 0.2
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert ran(sh(["dvc", "repro"], repo)) == ["curate"]
+    assert ran(sh(["dvc", "repro", "curate"], repo)) == ["curate"]
 
     # The default remote is a folder in the repo: push, lose the data and the cache, pull it all back.
-    sh(["dvc", "push"], repo)
+    sh(["dvc", "push", "--with-deps", "curate"], repo)
     assert (repo / ".dvc-remote").is_dir()
     train = (repo / "data" / "sft" / "train.jsonl").read_bytes()
     shutil.rmtree(repo / "data")
     shutil.rmtree(repo / ".dvc" / "cache")
-    sh(["dvc", "pull"], repo)
+    sh(["dvc", "pull", "--with-deps", "curate"], repo)
     assert (repo / "data" / "sft" / "train.jsonl").read_bytes() == train
-    assert ran(sh(["dvc", "repro"], repo)) == []
+    assert ran(sh(["dvc", "repro", "curate"], repo)) == []

@@ -13,8 +13,10 @@ export HF_HUB_OFFLINE=1
 export HF_DATASETS_OFFLINE=1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS=1
 export TOKENIZERS_PARALLELISM=false
+# DVC stage commands call `python` and `dvc`: the project's venv comes first.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench ui clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +27,13 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 install: $(VENV)/.installed
 
+# The whole pipeline on params.yaml through the Prefect flow (ephemeral Prefect API, no server needed).
 run: install
-	$(VENV)/bin/wander eval --policy minimax --opponents random,minimax-0.5,minimax-0 --games 200
+	$(PY) -m flows.pipeline
+
+# The MLflow UI on the project's store: http://127.0.0.1:5000
+ui: install
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
 
 lint: install
 	$(VENV)/bin/ruff check .

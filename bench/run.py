@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 
 # Each entry is a module with `run() -> dict`; a missing one is reported, not fatal.
-SUITES = ["bench.env_speed", "bench.policy_speed", "bench.eval_speed"]
+SUITES = [
+    "bench.env_speed",
+    "bench.policy_speed",
+    "bench.eval_speed",
+    "bench.pipeline_speed",
+    "bench.learning",
+]
 RESULTS = Path(__file__).with_name("results.json")
 
 

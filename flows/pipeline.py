@@ -7,6 +7,7 @@ stage's run under this flow's parent run through WANDER_PARENT_RUN_ID.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +29,12 @@ class StageFailed(RuntimeError):
 def dvc_stages(root: Path) -> list[str]:
     """Stage names in dvc.yaml order (foreach stages expanded), which is their run order."""
     out = subprocess.run(
-        ["dvc", "stage", "list", "--name-only"], cwd=root, capture_output=True, text=True, check=True
+        ["dvc", "stage", "list", "--name-only"],
+        cwd=root,
+        env=stage_env(None),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
@@ -42,12 +48,9 @@ def stage_env(parent_run_id: str | None) -> dict[str, str]:
     return env
 
 
-@task(name="dvc-stage", task_run_name="{stage}")
-def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = False) -> dict:
-    """`dvc repro --single-item <stage>`, streaming its output into the Prefect log."""
+def stream(cmd: list[str], root: str, parent_run_id: str | None) -> list[str]:
+    """Run a command, streaming its output into the Prefect log; raise StageFailed with its tail on failure."""
     logger = get_run_logger()
-    cmd = ["dvc", "repro", "--single-item", stage] + (["--force"] if force else [])
-    start = time.monotonic()
     tail: deque[str] = deque(maxlen=40)
     with subprocess.Popen(
         cmd,
@@ -59,14 +62,22 @@ def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = Fa
         bufsize=1,
     ) as proc:
         for line in proc.stdout:
-            line = line.rstrip()
-            tail.append(line)
-            logger.info(line)
-    seconds = time.monotonic() - start
+            tail.append(line.rstrip())
+            logger.info(tail[-1])
     if proc.returncode != 0:
-        raise StageFailed(f"stage {stage} failed (exit {proc.returncode}):\n" + "\n".join(tail))
-    skipped = any("didn't change, skipping" in line or "is cached" in line for line in tail)
-    return {"stage": stage, "seconds": seconds, "skipped": skipped}
+        raise StageFailed(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return list(tail)
+
+
+@task(name="dvc-stage", task_run_name="{stage}")
+def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = False) -> dict:
+    """`dvc repro --single-item <stage>`: DVC skips it when nothing it depends on changed."""
+    start = time.monotonic()
+    tail = stream(
+        ["dvc", "repro", "--single-item", stage] + (["--force"] if force else []), root, parent_run_id
+    )
+    skipped = any("didn't change, skipping" in line for line in tail)
+    return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}
 
 
 @flow(name="wander-pipeline", log_prints=True)
@@ -87,7 +98,35 @@ def pipeline(
                 retries=RETRIES.get(name.split("@")[0], 0), retry_delay_seconds=5
             )
             results.append(retried(name, root, run_id, force))
+    print(summary(Path(root), run_id))
     return results
+
+
+def summary(root: Path, run_id: str | None = None) -> str:
+    """What a person wants after a run: the candidate against the teacher per opponent, and where to look."""
+    import yaml
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    eval_dir = root / params["evaluate"]["out_dir"]
+    metrics = json.loads((eval_dir / "metrics.json").read_text())["policies"]
+    candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
+    register_file = root / params["layout"]["metrics"] / "register.json"
+    registered = json.loads(register_file.read_text()) if register_file.exists() else {}
+    lines = [f"\n{candidate} vs {teacher}: win / draw / loss per opponent (both sides)"]
+    for opponent in metrics[candidate]["opponents"]:
+        cells = []
+        for row in (candidate, teacher):
+            m = metrics[row]["opponents"][opponent]["both"]
+            cells.append(f"{m['win']:.2f} / {m['draw']:.2f} / {m['loss']:.2f}")
+        lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}")
+    if registered:
+        state = "now champion" if registered["promoted"] else "champion unchanged"
+        lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")
+    lines += [
+        f"report: {eval_dir / 'report.md'}  plots: {eval_dir}/*.png",
+        f"MLflow: make ui (run {run_id})" if run_id else "MLflow: make ui",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

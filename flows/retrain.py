@@ -1,0 +1,92 @@
+"""Scheduled retraining: GRPO from the current champion on fresh episode seeds, evaluated, promoted only if better.
+
+Runs outside the DVC graph (like an experiment): every file goes under `<work>/retrain/seed-<seed>/`, the
+stages are the pipeline's own (`python -m tasks.<stage> --params <derived params>`), and the register stage
+moves the `champion` alias only when the retrained model beats the champion on the same frozen suite.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from prefect import flow, task
+
+from flows.pipeline import PROJECT, stream
+
+RETRAIN_DIR = "retrain"
+
+
+@task(name="fetch-champion", retries=2, retry_delay_seconds=5)
+def fetch_champion(root: str, model_name: str, alias: str, dest: str) -> str:
+    """Copy the champion's checkpoint out of the MLflow registry into `dest`."""
+    import mlflow
+
+    from tasks.tracking import setup
+
+    setup(root)
+    local = Path(mlflow.artifacts.download_artifacts(f"models:/{model_name}@{alias}"))
+    checkpoints = [p for p in (local / "artifacts").iterdir() if (p / "config.json").exists()]
+    if not checkpoints:
+        raise FileNotFoundError(
+            f"the {alias} of {model_name} holds no checkpoint folder under {local}/artifacts"
+        )
+    if Path(dest).exists():
+        shutil.rmtree(dest)
+    shutil.copytree(checkpoints[0], dest)
+    return dest
+
+
+def retrain_params(params: dict, work: Path, seed: int) -> dict:
+    """The pipeline's params pointed at the retrain folder: fresh seeds, GRPO from the champion."""
+    params = yaml.safe_load(yaml.safe_dump(params))  # a deep copy
+    layout = params["layout"]
+    for key in ("models", "eval", "metrics", "work"):
+        layout[key] = str(work / key)
+    params["env"]["seed"] = seed  # fresh episode seeds for GRPO's train split
+    stages = params["grpo"]["stages"]
+    names = list(stages)
+    stages[names[0]]["start"] = "champion"
+    last = f"grpo-{names[-1]}"
+    lineage = {"champion": str(work / "models/champion"), "candidate": str(work / "models" / last)}
+    params["evaluate"].update(policies=lineage, out_dir=layout["eval"], baseline="champion")
+    params["register"].update(candidate="candidate", lineage=lineage, eval_dir=layout["eval"])
+    return params
+
+
+@task(name="stage", task_run_name="{name}")
+def run_module(name: str, args: list[str], root: str, parent_run_id: str) -> None:
+    """One pipeline stage as `python -m tasks.<stage>` on the derived params."""
+    stream([sys.executable, "-m", f"tasks.{name}", *args], root, parent_run_id)
+
+
+@flow(name="wander-retrain", log_prints=True)
+def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str = "wander-tictactoe") -> dict:
+    """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics."""
+    from tasks.tracking import pipeline_run
+
+    seed = seed if seed is not None else datetime.date.today().toordinal()
+    params = yaml.safe_load((Path(root) / "params.yaml").read_text())
+    work = Path(params["layout"]["work"]) / RETRAIN_DIR / f"seed-{seed}"
+    derived = retrain_params(params, work, seed)
+    params_file = Path(root) / work / "params.yaml"
+    params_file.parent.mkdir(parents=True, exist_ok=True)
+    params_file.write_text(yaml.safe_dump(derived, sort_keys=False))
+    with pipeline_run("retrain", {"seed": seed}, root=root) as run_id:
+        fetch_champion(root, model_name, "champion", str(Path(root) / work / "models/champion"))
+        for stage in derived["grpo"]["stages"]:
+            run_module("grpo", ["--stage", stage, "--params", str(params_file)], root, run_id)
+        run_module("evaluate", ["--params", str(params_file)], root, run_id)
+        run_module("register", ["--params", str(params_file)], root, run_id)
+    result = yaml.safe_load((Path(root) / work / "metrics/register.json").read_text())
+    print(
+        f"retrain seed {seed}: version {result['version']}, promoted={result['promoted']} ({result['reason']})"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    retrain()

@@ -1,0 +1,177 @@
+"""End to end: the smoke profile through the Prefect flow (each stage `dvc repro`), then DVC alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+from flows.scratch import copy_project, project_env, run_in
+
+
+def sh(args: list[str], cwd: Path) -> str:
+    """A command in the scratch project; fails the test with its output when it fails."""
+    return run_in(cwd, args)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The smoke pipeline, run once through the Prefect flow; returns the root and the flow's output."""
+    root = copy_project(tmp_path_factory.mktemp("project"), profile="smoke")
+    out = sh([sys.executable, "-m", "flows.pipeline"], root)
+    return root, out
+
+
+@pytest.mark.slow
+def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
+    root, out = project
+    for path in (
+        "data/datasets/train.jsonl",
+        "data/synth/episodes.jsonl",
+        "data/sft/train.jsonl",
+        "data/models/base/model.safetensors",
+        "data/models/sft/model.safetensors",
+        "data/models/grpo-wide/model.safetensors",
+        "data/models/grpo-strong/model.safetensors",
+        "data/eval/report.md",
+        "data/eval/non_loss_heatmap.png",
+        "data/eval/matrix.csv",
+    ):
+        assert (root / path).is_file(), path
+    for stage in (
+        "build_model",
+        "generate",
+        "synthesize",
+        "curate",
+        "sft",
+        "grpo-wide",
+        "grpo-strong",
+        "register",
+    ):
+        assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
+    assert "grpo-strong vs teacher" in out and "registered version 1: now champion" in out
+
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    parents = [r for r in runs if r.data.tags.get("wander.kind") == "pipeline"]
+    assert len(parents) == 1
+    children = {
+        r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id
+    }
+    assert {
+        "build_model",
+        "generate",
+        "synthesize",
+        "curate",
+        "sft",
+        "grpo@wide",
+        "grpo@strong",
+        "evaluate",
+        "register",
+    } <= children
+    version = mlflow.MlflowClient().get_model_version_by_alias("wander-tictactoe", "champion")
+    assert int(version.version) == 1 and version.tags["wander.parent"] == "grpo-wide"
+    assert version.tags["wander.dvc_md5"] != "untracked"
+
+
+@pytest.mark.slow
+def test_dvc_repro_then_does_nothing_and_an_eval_param_reruns_only_evaluate_and_register(project):
+    root, _ = project
+    assert "Data and pipelines are up to date." in sh(["dvc", "repro"], root)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["evaluate"]["seed"] = 1
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = sh(["dvc", "repro"], root)
+    ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
+    assert ran == ["evaluate", "register"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_deployments_run_through_a_local_prefect_server_and_worker(project):
+    """`prefect deploy`, a process worker, then the manual pipeline and the retrain from the champion."""
+    import time
+    import urllib.request
+
+    root, _ = project
+    port = free_port()
+    env = project_env(root)
+    env.update(
+        PREFECT_HOME=str(root / ".prefect-server"),
+        PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+        PREFECT_WORKER_QUERY_SECONDS="2",
+        WANDER_PROJECT_DIR=str(root),
+    )
+
+    def prefect(*args: str, timeout: float = 1200) -> str:
+        done = subprocess.run(
+            ["prefect", "--no-prompt", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, (
+            f"prefect {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+        return done.stdout + done.stderr
+
+    logs = open(root / "prefect-services.log", "w")
+    server = subprocess.Popen(
+        ["prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=root,
+        env=env,
+        stdout=logs,
+        stderr=subprocess.STDOUT,
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "prefect server did not start"
+                time.sleep(1)
+        prefect("work-pool", "create", "wander", "--type", "process")
+        deployed = prefect("deploy", "--all")
+        assert "wander-pipeline/manual" in deployed and "wander-retrain/retrain" in deployed
+        worker = subprocess.Popen(
+            ["prefect", "worker", "start", "--pool", "wander"],
+            cwd=root,
+            env=env,
+            stdout=logs,
+            stderr=subprocess.STDOUT,
+        )
+        prefect("deployment", "run", "wander-pipeline/manual", "--watch")
+        prefect("deployment", "run", "wander-retrain/retrain", "--param", "seed=7", "--watch")
+    finally:
+        for proc in (worker, server):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(timeout=30)
+        logs.close()
+    retrained = json.loads((root / "data/work/retrain/seed-7/metrics/register.json").read_text())
+    assert retrained["version"] == 2
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
+    client = mlflow.MlflowClient()
+    champion = int(client.get_model_version_by_alias("wander-tictactoe", "champion").version)
+    assert champion == (2 if retrained["promoted"] else 1)
+    assert (
+        client.get_model_version("wander-tictactoe", "2").tags["wander.promoted"]
+        == str(retrained["promoted"]).lower()
+    )

@@ -32,7 +32,14 @@ def project_env(root: Path) -> dict[str, str]:
     """Environment for commands in the copy: our Python first on PATH, a private Prefect home, no run ids."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env["PREFECT_HOME"] = str(root / ".prefect")
-    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "WANDER_PARENT_RUN_ID", "PREFECT_API_URL"):
+    # Bytecode written into code deps (as on any machine without PYTHONDONTWRITEBYTECODE) must not rerun stages.
+    for key in (
+        "MLFLOW_TRACKING_URI",
+        "MLFLOW_RUN_ID",
+        "WANDER_PARENT_RUN_ID",
+        "PREFECT_API_URL",
+        "PYTHONDONTWRITEBYTECODE",
+    ):
         env.pop(key, None)
     return env
 

@@ -3,40 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import mlflow
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+from flows.scratch import copy_project, run_in
+
 STAGES = ["build_model", "generate", "synthesize", "curate"]
-COPIED = [
-    "envs",
-    "tasks",
-    "dvc.yaml",
-    "params.yaml",
-    "params.smoke.yaml",
-    ".dvcignore",
-    ".gitignore",
-    ".dvc/config",
-    ".dvc/.gitignore",
-]
 
 
-def sh(args: list[str], cwd: Path, timeout: float = 600) -> str:
-    """Run a command with the project's Python first on PATH (dvc stages call `python`); return its output."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    # Bytecode written into code deps (as on any machine without PYTHONDONTWRITEBYTECODE) must not rerun stages.
-    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "WANDER_PARENT_RUN_ID", "PYTHONDONTWRITEBYTECODE"):
-        env.pop(key, None)
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
+def sh(args: list[str], cwd: Path) -> str:
+    """A command in the scratch project (our Python first on PATH); its output."""
+    return run_in(cwd, args)
 
 
 def ran(output: str) -> list[str]:
@@ -47,22 +28,7 @@ def ran(output: str) -> list[str]:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git repo holding the pipeline's files, with the smoke profile written into params.yaml."""
-    root = tmp_path_factory.mktemp("repo")
-    for name in COPIED:
-        src, dst = REPO / name, root / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
-    sh([sys.executable, "-m", "tasks.params", "--profile", "smoke", "--write", "params.yaml"], root)
-    sh(["git", "init", "-q"], root)
-    sh(["git", "add", "-A"], root)
-    sh(
-        ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", "pipeline"],
-        root,
-    )
-    return root
+    return copy_project(tmp_path_factory.mktemp("repo"), profile="smoke")
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ moves the `champion` alias only when the retrained model beats the champion on t
 
 from __future__ import annotations
 
+import copy
 import datetime
 import shutil
 import sys
@@ -42,7 +43,7 @@ def fetch_champion(root: str, model_name: str, alias: str, dest: str) -> str:
 
 def retrain_params(params: dict, work: Path, seed: int) -> dict:
     """The pipeline's params pointed at the retrain folder: fresh seeds, GRPO from the champion."""
-    params = yaml.safe_load(yaml.safe_dump(params))  # a deep copy
+    params = copy.deepcopy(params)
     layout = params["layout"]
     for key in ("models", "eval", "metrics", "work"):
         layout[key] = str(work / key)

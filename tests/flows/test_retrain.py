@@ -1,0 +1,24 @@
+"""The retrain flow's derived params: GRPO from the champion, in curriculum order, on fresh seeds."""
+
+from pathlib import Path
+
+from flows.retrain import retrain_params
+from tasks.params import read_params
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_retrain_params_keep_the_curriculum_order_and_start_from_the_champion():
+    params = read_params(REPO / "params.yaml")
+    derived = retrain_params(params, Path("data/work/retrain/seed-7"), seed=7)
+    stages = derived["grpo"]["stages"]
+    assert list(stages) == list(params["grpo"]["stages"])  # order is the curriculum
+    first, *rest = stages.values()
+    assert first["start"] == "champion" and all(s["start"].startswith("grpo-") for s in rest)
+    assert derived["env"]["seed"] == 7
+    assert derived["layout"]["models"] == "data/work/retrain/seed-7/models"
+    assert derived["register"]["candidate"] == "candidate"
+    assert set(derived["evaluate"]["policies"]) == {"champion", "candidate"}
+    assert (
+        params["grpo"]["stages"][next(iter(stages))]["start"] == "sft"
+    )  # the pipeline's params are untouched

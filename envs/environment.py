@@ -171,6 +171,12 @@ class Environment:
 
     __call__ = evaluate
 
+    def __rshift__(self, trainer: Any) -> Any:
+        """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: a ready TRL trainer on this env."""
+        from envs.training.compose import compose  # lazy: playing episodes needs no trl
+
+        return compose(self, trainer)
+
     # ----- Gymnasium-style game API for one episode -----
 
     def reset(self, seed: int | None = None, spec: dict | None = None) -> str:
@@ -187,10 +193,9 @@ class Environment:
         ep = self._episode
         if ep is None or ep.done:
             raise RuntimeError("step() called without a live episode; call reset(seed) first")
-        n_before = len(ep.messages)
         self.advance(ep, Reply(action))
-        new = ep.messages[n_before + 1 :]
-        observation = new[-1]["content"] if new else ""
+        last = ep.messages[-1]
+        observation = "" if last["role"] == "assistant" else last["content"]
         if ep.done:
             self.score([ep])
         info = {"state": ep.state, "values": ep.values, "error": ep.error}

@@ -20,7 +20,7 @@ class Score:
     error: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Func:
     name: str
     func: Callable
@@ -71,17 +71,25 @@ class Rubric:
         raw: list[dict[str, float]] = [{} for _ in episodes]
         errors: list[str | None] = [None] * len(episodes)
         for i, ep in enumerate(episodes):
-            args = {k: ep.get(k) for k in SCORING_ARGS}
-            args["parser"] = self.parser
+            get = ep.get
+            args = {
+                "prompt": get("prompt"),
+                "completion": get("completion"),
+                "state": get("state"),
+                "answer": get("answer"),
+                "info": get("info"),
+                "parser": self.parser,
+            }
             subsets = {SCORING_ARGS: args}  # one kwargs dict per distinct signature, not per function
             values = raw[i]
             for e in self._entries:
-                kwargs = subsets.get(e.wants)
+                wants = e.wants
+                kwargs = subsets.get(wants)
                 if kwargs is None:
-                    kwargs = subsets[e.wants] = {k: args[k] for k in e.wants}
+                    kwargs = subsets[wants] = {k: args[k] for k in wants}
                 try:
                     result = e.func(**kwargs)
-                    if type(result) is float:  # the common case, skipping the costlier checks
+                    if result.__class__ is float:  # the common case, skipping the costlier checks
                         values[e.name] = result
                     elif e.is_async or inspect.isawaitable(result):
                         pending.append((i, e, result))

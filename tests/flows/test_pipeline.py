@@ -89,6 +89,11 @@ def test_dvc_repro_then_does_nothing_and_an_eval_param_reruns_only_evaluate_and_
     out = sh(["dvc", "repro"], root)
     ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
     assert ran == ["evaluate", "register"]
+    sh(["git", "add", "-A"], root)
+    sh(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "eval seed 1"], root)
+    exp = sh(["dvc", "exp", "run", "-n", "games3", "-S", "evaluate.games=3"], root)
+    assert "Running stage 'evaluate'" in exp and "Running stage 'sft'" not in exp
+    assert "games3" in sh(["dvc", "exp", "show", "--csv"], root)
 
 
 def free_port() -> int:

@@ -1,0 +1,165 @@
+"""Learning demonstration: SFT on filtered expert-teacher games, then a GRPO curriculum, evaluated before and after.
+
+From the SFT checkpoint, a few hundred GRPO steps should raise the non-loss rate against minimax(p=0) and lower
+invalid moves, both measured on the frozen eval split (greedy, plus a seeded T=1 sample for invalid moves), with
+95% confidence intervals. `python -m bench.learning` runs it alone; `run()` is the bench suite entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+SEED = 0
+SFT_EPISODES = (
+    4000  # ExpertPlayer(0.5) games before filtering (losses, invalid moves, format failures dropped)
+)
+SFT_EPOCHS = 3
+GRPO_STAGES = (  # opponent random-move range, steps: the case study's two stages, shortened
+    ("wide", (0.2, 0.7), 150),
+    ("strong", (0.0, 0.25), 150),
+)
+GAMES_PER_STEP = 32  # 4 episode groups of NUM_GENERATIONS, one per difficulty stratum
+NUM_GENERATIONS = 8
+EVAL_GAMES = 200  # the whole frozen eval split
+
+
+def _cpu(config_cls: type, **kwargs: object) -> object:
+    """A TRL config for CPU: no bf16, no gradient checkpointing, no reporting (field notes)."""
+    return config_cls(
+        bf16=False, activation_checkpointing=False, use_cpu=True, report_to=[], seed=SEED, **kwargs
+    )
+
+
+def evaluate(model_dir: str, games: int | None = None) -> dict:
+    """Versus minimax(p=0) on the frozen eval split: greedy non-loss and invalid rates, and invalid at T=1."""
+    from envs import load_environment
+    from envs.policies.transformers_policy import TransformersPolicy
+
+    env = load_environment("tictactoe", random_move_prob=(0.0, 0.0))
+    out = {}
+    for mode, kwargs in (("greedy", {"greedy": True}), ("sampled", {"temperature": 1.0, "seed": SEED})):
+        policy = TransformersPolicy.from_pretrained(model_dir, max_new_tokens=48, **kwargs)
+        metrics = env.evaluate(policy, n=games or EVAL_GAMES).metrics
+        loss, invalid = metrics["loss"], metrics["any_invalid"]
+        out[mode] = {
+            "non_loss": {
+                "mean": 1 - loss["mean"],
+                "ci_low": 1 - loss["ci_high"],
+                "ci_high": 1 - loss["ci_low"],
+                "n": loss["n"],
+            },
+            "invalid_game_rate": invalid,
+            "invalid_moves_per_game": metrics["invalid_moves"]["mean"],
+            "win": metrics["win"]["mean"],
+            "draw": metrics["draw"]["mean"],
+        }
+    return out
+
+
+def run(out_dir: str | None = None, threads: int = 1) -> dict:
+    """SFT, evaluate, GRPO curriculum, evaluate; return the numbers (CIs, seconds per step)."""
+    from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+
+    from envs import load_environment
+    from envs.policies.scratch_model import build_scratch_model
+    from envs.training import trainer_spec
+    from envs.training.curriculum import DONE_FILE, Curriculum
+    from envs.training.curriculum_config import CurriculumStage
+    from envs.training.sft_data_config import SFTDataConfig
+
+    torch.set_num_threads(threads)
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="wander-learning-")
+        out_dir = tmp.name
+    out = Path(out_dir)
+    result: dict = {"config": {"sft_episodes": SFT_EPISODES, "sft_epochs": SFT_EPOCHS, "stages": GRPO_STAGES}}
+
+    env = load_environment("tictactoe", num_train=SFT_EPISODES)
+    base = out / "base"
+    if not base.exists():
+        build_scratch_model(env.corpus(), base)
+
+    sft_final = out / "sft" / "final"
+    if not sft_final.exists():  # a rerun on the same folder reuses the SFT start
+        start = time.perf_counter()
+        sft_args = _cpu(
+            SFTConfig,
+            output_dir=str(out / "sft"),
+            num_train_epochs=SFT_EPOCHS,
+            per_device_train_batch_size=16,
+            learning_rate=2e-3,
+            lr_scheduler_type="cosine",
+            warmup_steps=30,
+            logging_steps=50,
+            save_strategy="no",
+            max_length=1024,
+        )
+        data = SFTDataConfig(teacher="expert-0.5", num_episodes=SFT_EPISODES, seed=SEED)
+        sft = env >> trainer_spec(SFTTrainer, model=str(base), args=sft_args, data=data)
+        sft.train()
+        sft.save_model(str(sft_final))
+        sft.processing_class.save_pretrained(str(sft_final))
+        result["sft"] = {
+            "kept_games": len(sft.train_dataset),
+            "seconds": round(time.perf_counter() - start, 1),
+            "final_loss": sft.state.log_history[-1].get("train_loss"),
+        }
+        del sft
+    result["before"] = evaluate(str(sft_final))
+    print("after SFT:", json.dumps(result["before"]), flush=True)
+
+    stages = [
+        CurriculumStage(
+            name=name,
+            random_move_prob=rng,
+            max_steps=steps,
+            batch_size=GAMES_PER_STEP,
+            num_generations=NUM_GENERATIONS,
+        )
+        for name, rng, steps in GRPO_STAGES
+    ]
+    grpo_args = _cpu(
+        GRPOConfig,
+        output_dir=str(out / "grpo"),
+        per_device_train_batch_size=16,
+        num_generations=NUM_GENERATIONS,
+        max_completion_length=48,
+        learning_rate=1e-4,
+        warmup_steps=20,
+        logging_steps=10,
+        save_steps=50,
+        save_total_limit=1,
+    )
+    curriculum = Curriculum(stages)
+    final = curriculum.train(env, trainer_spec(GRPOTrainer, model=str(sft_final), args=grpo_args))
+    done = [
+        json.loads((Path(curriculum.stage_dir(grpo_args.output_dir, i)) / DONE_FILE).read_text())
+        for i in range(len(stages))
+    ]
+    seconds = sum(d["metrics"]["train_runtime"] for d in done)
+    steps = sum(d["global_step"] for d in done)
+    result["grpo"] = {
+        "steps": steps,
+        "games_per_step": GAMES_PER_STEP,
+        "seconds": round(seconds, 1),
+        "seconds_per_step": round(seconds / steps, 3),
+    }
+    result["after"] = evaluate(final)
+    print("after GRPO:", json.dumps(result["after"]), flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else None), indent=2))

@@ -1,0 +1,62 @@
+"""Settings of online training on an environment: which episodes a trainer plays, and in what order."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class RolloutConfig:
+    r"""
+    Configuration of the episodes that `GRPOTrainer` and `RLOOTrainer` play when composed with an environment
+    (`env >> trainer_spec(GRPOTrainer, ...)`).
+
+    The trainer's dataset is built from the environment's episode specs: one row per episode group, ordered so that
+    every generation batch covers every difficulty stratum (see `envs.sampling.stratified_order`). The trainer's own
+    shuffling is switched off, since the order already is a seeded shuffle.
+
+    Parameters:
+        split (`str`, *optional*, defaults to `"train"`):
+            Split of the environment's episode specs to train on.
+        num_rows (`int` or `None`, *optional*, defaults to `None`):
+            Rows (episode groups) in the trainer's dataset. `None` covers `max_steps` exactly when it is set (cycling
+            through the split in fresh stratified orders), else one pass over the split.
+        seed (`int` or `None`, *optional*, defaults to `None`):
+            Seed of the stratified order. `None` uses the trainer's `args.seed`.
+        stratified (`bool`, *optional*, defaults to `True`):
+            Interleave strata round-robin so that each batch of `num_strata` consecutive rows holds one episode of
+            each. Otherwise rows come in a plain seeded shuffle.
+        max_episode_tokens (`int` or `None`, *optional*, defaults to `None`):
+            GRPO only: an episode whose tokens (model and environment) exceed this is stopped before its next model
+            turn and scored as it stands. `None` uses the model's `max_position_embeddings`. Each model turn is capped
+            by the trainer's `max_completion_length`.
+        tool_protocol (`str`, *optional*, defaults to `"environment_factory"`):
+            GRPO with a `ToolEnv` only. `"environment_factory"`: TRL runs the tool-calling loop through the chat
+            template's tool support and the env's tools become methods of a TRL environment. `"rollout_func"`: the
+            env's own text protocol (`<tool_call>` JSON, tool schemas in the system prompt), exactly as
+            `env.evaluate` plays it.
+    """
+
+    split: str = field(default="train", metadata={"help": "Split of episode specs to train on."})
+    num_rows: int | None = field(default=None, metadata={"help": "Rows in the trainer's dataset."})
+    seed: int | None = field(default=None, metadata={"help": "Seed of the order; None uses args.seed."})
+    stratified: bool = field(default=True, metadata={"help": "Cover every stratum in every batch."})
+    max_episode_tokens: int | None = field(
+        default=None, metadata={"help": "Token cap of one episode (GRPO)."}
+    )
+    tool_protocol: str = field(
+        default="environment_factory",
+        metadata={"help": "ToolEnv under GRPO: 'environment_factory' or 'rollout_func'."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.num_rows is not None and self.num_rows < 1:
+            raise ValueError(f"num_rows must be at least 1 or None, got {self.num_rows}")
+        if self.tool_protocol not in ("environment_factory", "rollout_func"):
+            raise ValueError(
+                f"tool_protocol must be 'environment_factory' or 'rollout_func', got {self.tool_protocol!r}"
+            )
+
+    def to_dict(self) -> dict:
+        """The config as a plain dict (for params files and MLflow)."""
+        return asdict(self)

@@ -75,7 +75,7 @@ class Curriculum:
             "temperature": stage.temperature,
             "max_steps": stage.max_steps,
             "per_device_train_batch_size": per_device,
-            # One generation batch per optimizer step: every step learns from episodes of the current model.
+            # A generation batch is one optimizer step's worth of episodes (reused for num_iterations steps).
             "gradient_accumulation_steps": stage.batch_size // step_batch,
             "generation_batch_size": stage.batch_size,
             "steps_per_generation": None,

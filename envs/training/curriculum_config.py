@@ -22,8 +22,9 @@ class CurriculumStage:
         max_steps (`int`, *optional*, defaults to `100`):
             Optimizer steps of the stage (fewer when `advance_when` is met first).
         batch_size (`int`, *optional*, defaults to `32`):
-            Episodes per optimizer step (the generation batch): `batch_size / num_generations` episode groups, a
-            multiple of the number of difficulty strata so each batch covers them all.
+            Episodes per optimizer step (the generation batch, reused for `num_iterations` steps):
+            `batch_size / num_generations` episode groups, a multiple of the number of difficulty strata so each
+            batch covers them all.
         num_generations (`int` or `None`, *optional*, defaults to `None`):
             Episodes per group (same spec, so the same opponent). `None` keeps the trainer config's.
         learning_rate (`float` or `None`, *optional*, defaults to `None`):

@@ -232,16 +232,7 @@ def grpo_trainer(
         return tool_env_trainer(env, trainer_cls, model=model, args=args, rollout=rollout, **kwargs)
     funcs, weights = rubric_reward_funcs(env)
     args = rubric_args(args, weights)
-    dataset = episode_dataset(
-        env,
-        rollout.split,
-        num_rows=rollout.num_rows or rows_needed(args),
-        seed=args.seed if rollout.seed is None else rollout.seed,
-        stratified=rollout.stratified,
-        spec_in_prompt=True,
-    )
-    if rollout.stratified:
-        check_strata(env, rollout.split, args)
+    dataset = rollout_dataset(env, rollout, args, spec_in_prompt=True)
     return trainer_cls(
         model=model,
         args=args,
@@ -249,6 +240,20 @@ def grpo_trainer(
         train_dataset=dataset,
         rollout_func=EpisodeRollout(env, rollout.max_episode_tokens),
         **kwargs,
+    )
+
+
+def rollout_dataset(env: Environment, rollout: RolloutConfig, args: Any, spec_in_prompt: bool = False) -> Any:
+    """The trainer's dataset of episode specs, as the rollout config asks; refuses batches missing a stratum."""
+    if rollout.stratified:
+        check_strata(env, rollout.split, args)
+    return episode_dataset(
+        env,
+        rollout.split,
+        num_rows=rollout.num_rows or rows_needed(args),
+        seed=args.seed if rollout.seed is None else rollout.seed,
+        stratified=rollout.stratified,
+        spec_in_prompt=spec_in_prompt,
     )
 
 

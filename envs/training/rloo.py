@@ -8,8 +8,7 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.policies.base import Reply
-from envs.training.episode_data import episode_dataset
-from envs.training.grpo import check_strata, rows_needed
+from envs.training.grpo import rollout_dataset
 from envs.training.rewards import rubric_args, rubric_reward_funcs
 from envs.training.rollout_config import RolloutConfig
 
@@ -58,13 +57,5 @@ def rloo_trainer(
     args = args if args is not None else RLOOConfig(output_dir=f"{env.name}-rloo")
     funcs, weights = rubric_reward_funcs(env, functools.partial(score_single_turn, env))
     args = rubric_args(args, weights)
-    if rollout.stratified:
-        check_strata(env, rollout.split, args)
-    dataset = episode_dataset(
-        env,
-        rollout.split,
-        num_rows=rollout.num_rows or rows_needed(args),
-        seed=args.seed if rollout.seed is None else rollout.seed,
-        stratified=rollout.stratified,
-    )
+    dataset = rollout_dataset(env, rollout, args)
     return trainer_cls(model=model, args=args, reward_funcs=funcs, train_dataset=dataset, **kwargs)

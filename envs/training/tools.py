@@ -17,8 +17,8 @@ from envs.episode import Episode
 from envs.policies.base import Message
 from envs.tool_env import TOOL_PROMPT, ToolEnv
 from envs.training.compose import replace_args
-from envs.training.episode_data import SPEC_KEY, episode_dataset
-from envs.training.grpo import check_strata, rows_needed
+from envs.training.episode_data import SPEC_KEY
+from envs.training.grpo import rollout_dataset
 from envs.training.rewards import rubric_args, rubric_reward_funcs
 from envs.training.rollout_config import RolloutConfig
 
@@ -121,15 +121,7 @@ def tool_env_trainer(
     # The env's turn limit counts model turns; the first one is not a tool iteration.
     iterations = args.max_tool_calling_iterations or env.max_turns - 1
     args = replace_args(args, max_tool_calling_iterations=iterations)
-    if rollout.stratified:
-        check_strata(env, rollout.split, args)
-    dataset = episode_dataset(
-        env,
-        rollout.split,
-        num_rows=rollout.num_rows or rows_needed(args),
-        seed=args.seed if rollout.seed is None else rollout.seed,
-        stratified=rollout.stratified,
-    )
+    dataset = rollout_dataset(env, rollout, args)
     system = base_system_prompt(env)
 
     def with_base_system(row: dict) -> dict:

@@ -24,6 +24,7 @@ class XMLParser:
         # Content may not contain another opening tag of the same name: this picks the
         # innermost element when tags nest, and skips an unclosed opener before a closed one.
         self._patterns = {f: re.compile(rf"<{f}>((?:(?!<{f}>).)*?)</{f}>", re.DOTALL) for f in self.fields}
+        self._tags = {f: (f"<{f}>", f"</{f}>") for f in self.fields}
         # Well formed: declared fields in order, each at most once, answer required, only
         # whitespace between them, and no field tag inside another field's content.
         any_tag = "|".join(map(re.escape, self.fields))
@@ -40,12 +41,9 @@ class XMLParser:
         if not isinstance(text, str):
             return dict.fromkeys(self.fields)
         out: dict[str, str | None] = {}
-        for f, pattern in self._patterns.items():
-            value = None
-            for m in pattern.finditer(text):
-                value = m.group(1)
-            value = value.strip() if value is not None else None
-            out[f] = value or None
+        for f in self.fields:
+            value = self._last(f, text)
+            out[f] = (value.strip() or None) if value is not None else None
         return out
 
     def parse_answer(self, completion: str | Sequence[Message]) -> str | None:
@@ -53,29 +51,47 @@ class XMLParser:
         text = completion if isinstance(completion, str) else last_assistant_content(completion)
         if text is None:
             return None
-        value = None
-        for m in self._patterns[self.answer_field].finditer(text):
-            value = m.group(1)
+        value = self._last(self.answer_field, text)
         return (value.strip() or None) if value is not None else None
+
+    def _last(self, field: str, text: str) -> str | None:
+        """Raw content of the last complete `field` element (innermost when nested), or None."""
+        open_tag, close_tag = self._tags[field]
+        start = text.find(open_tag)
+        if start < 0:
+            return None
+        if text.find(open_tag, start + 1) < 0:
+            # One opening tag, the usual reply: the element ends at the first closing tag after it, exactly as
+            # the pattern below would match, at a fraction of its cost (the env's step parses every reply).
+            start += len(open_tag)
+            end = text.find(close_tag, start)
+            return text[start:end] if end >= 0 else None
+        value = None
+        for m in self._patterns[field].finditer(text):
+            value = m.group(1)
+        return value
 
     def is_well_formed(self, text: object) -> bool:
         """True when the answer tag appears once, non-empty, and other fields at most once, in order."""
         if not isinstance(text, str):
             return False
         memo = self._well_formed_memo
-        if text not in memo:
+        known = memo.get(text)
+        if known is None:
             if len(memo) > 100_000:
                 memo.clear()
             m = self._well_formed.fullmatch(text)
-            memo[text] = m is not None and all(g is None or g.strip() for g in m.groups())
-        return memo[text]
+            known = memo[text] = m is not None and all(g is None or g.strip() for g in m.groups())
+        return known
 
     def format_reward(self, completion: Sequence[Message], **_: object) -> float:
         """Fraction of assistant messages that are well formed (`<think>` optional, answer required)."""
-        replies = [m.get("content") for m in completion if m.get("role") == "assistant"]
-        if not replies:
-            return 0.0
-        return sum(self.is_well_formed(r) for r in replies) / len(replies)
+        replies = well_formed = 0
+        for m in completion:
+            if m.get("role") == "assistant":
+                replies += 1
+                well_formed += self.is_well_formed(m.get("content"))
+        return well_formed / replies if replies else 0.0
 
 
 def last_assistant_content(messages: Sequence[Message]) -> str | None:

@@ -27,6 +27,7 @@ class _Func:
     weight: float
     wants: tuple[str, ...]
     is_async: bool
+    signature: int  # index of `wants` among the rubric's distinct signatures
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Rubric:
             raise ValueError(f"Rubric got {len(self.funcs)} functions but {len(self.weights)} weights")
         pairs = list(zip(self.funcs, self.weights, strict=True))
         self.funcs, self.weights, self._entries = [], [], []
+        self._signatures: list[tuple[str, ...]] = []
         for func, weight in pairs:
             self.add(func, weight)
 
@@ -56,9 +58,11 @@ class Rubric:
         else:
             wants = tuple(a for a in SCORING_ARGS if a in params)
         is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+        if wants not in self._signatures:
+            self._signatures.append(wants)
         self.funcs.append(func)
         self.weights.append(weight)
-        self._entries.append(_Func(name, func, weight, wants, is_async))
+        self._entries.append(_Func(name, func, weight, wants, is_async, self._signatures.index(wants)))
 
     @property
     def names(self) -> list[str]:
@@ -80,15 +84,14 @@ class Rubric:
                 "info": get("info"),
                 "parser": self.parser,
             }
-            subsets = {SCORING_ARGS: args}  # one kwargs dict per distinct signature, not per function
+            # One kwargs dict per distinct signature, not per function.
+            by_signature = [
+                args if wants == SCORING_ARGS else {k: args[k] for k in wants} for wants in self._signatures
+            ]
             values = raw[i]
             for e in self._entries:
-                wants = e.wants
-                kwargs = subsets.get(wants)
-                if kwargs is None:
-                    kwargs = subsets[wants] = {k: args[k] for k in wants}
                 try:
-                    result = e.func(**kwargs)
+                    result = e.func(**by_signature[e.signature])
                     if result.__class__ is float:  # the common case, skipping the costlier checks
                         values[e.name] = result
                     elif e.is_async or inspect.isawaitable(result):
@@ -113,7 +116,8 @@ class Rubric:
             reward = 0.0
             if not error:
                 for e in self._entries:
-                    reward += e.weight * values[e.name]
+                    if e.weight:  # metrics (weight 0) never count, whatever value they report
+                        reward += e.weight * values[e.name]
             scores.append(Score(reward=reward, values=values, error=error))
         return scores
 

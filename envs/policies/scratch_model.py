@@ -8,13 +8,14 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -103,13 +104,14 @@ def build_tokenizer(
     config = config or ScratchModelConfig()
     tokenizer = Tokenizer(models.BPE())
     # Byte-level without a prefix space: every string has a tokenization and decodes back to itself.
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    steps: list[pre_tokenizers.PreTokenizer] = []
     if config.split_digits:
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), byte_level]
-        )
-    else:
-        tokenizer.pre_tokenizer = byte_level
+        steps.append(pre_tokenizers.Digits(individual_digits=True))
+    if config.single_char_tokens:
+        chars = Regex("[" + "".join(re.escape(c) for c in config.single_char_tokens) + "]")
+        steps.append(pre_tokenizers.Split(chars, behavior="isolated"))
+    steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(steps)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=config.vocab_size,

@@ -27,6 +27,10 @@ class ScratchModelConfig:
         split_digits (`bool`, *optional*, defaults to `True`):
             Make every digit its own token. Otherwise BPE merges digit runs, and a list of legal moves such as
             `"0134"` becomes one opaque token a small model cannot read cell by cell.
+        single_char_tokens (`str`, *optional*, defaults to `"XO./"`):
+            Characters that are always a token of their own, never merged with a neighbour. The default holds the
+            compact board's marks, empty cell and row separator: otherwise BPE merges fragments such as `"./..."`
+            that straddle rows, and a small model has to learn which cells each fragment covers. Empty to disable.
 
         > Parameters that control the model
 
@@ -59,6 +63,9 @@ class ScratchModelConfig:
     vocab_size: int = field(default=1024, metadata={"help": "Target BPE vocabulary size (an upper bound)."})
     min_frequency: int = field(default=2, metadata={"help": "Minimum pair count for a BPE merge."})
     split_digits: bool = field(default=True, metadata={"help": "Make every digit its own token."})
+    single_char_tokens: str = field(
+        default="XO./", metadata={"help": "Characters never merged with a neighbour (the compact board)."}
+    )
 
     # Model
     hidden_size: int = field(default=128, metadata={"help": "Width of the residual stream."})

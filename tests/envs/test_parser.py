@@ -80,3 +80,13 @@ def test_no_input_raises(text):
 def test_odd_messages_do_not_raise(content, role):
     answer = parser.parse_answer([{"role": role, "content": content}])
     assert answer is None or (role == "assistant" and isinstance(content, str) and answer in content)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=tag_soup)
+def test_single_tag_shortcut_agrees_with_the_pattern(text):
+    # parse() skips the regex when a tag opens once; the documented rule (last complete, innermost) is the
+    # regex, so both must agree on every text.
+    for field, pattern in parser._patterns.items():
+        matches = [m.group(1).strip() for m in pattern.finditer(text)]
+        assert parser.parse(text)[field] == ((matches[-1] or None) if matches else None)

@@ -271,3 +271,13 @@ def test_tokenizer_from_tictactoe_corpus_round_trips_every_string():
     special = set(tokenizer.all_special_ids)
     assert all(0 <= i < len(tokenizer) and i not in special for row in ids for i in row)
     assert backend.decode_batch(ids, skip_special_tokens=False) == corpus
+    # Every board cell and row separator is its own token, whatever BPE merged from the corpus around it.
+    board = backend.encode("X.O/.X./...\nmoves 135678", add_special_tokens=False)
+    assert board.tokens[:11] == ["X", ".", "O", "/", ".", "X", ".", "/", ".", ".", "."]
+
+
+def test_single_char_tokens_can_be_turned_off():
+    texts = ["X.O/.X./..."] * 50
+    merged = build_tokenizer(texts, ScratchModelConfig(single_char_tokens=""))
+    split = build_tokenizer(texts, ScratchModelConfig())
+    assert len(merged.tokenize(texts[0])) < 11 == len(split.tokenize(texts[0]))

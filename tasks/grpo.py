@@ -37,6 +37,8 @@ def run(config: GRPOStageConfig, stage: str) -> dict:
     settings = {k: v for k, v in config.stages[stage].items() if k != "start"}
     settings.setdefault("batch_size", config.batch_size)
     settings.setdefault("num_generations", config.num_generations)
+    if config.invalid_penalty is not None:
+        settings["env_kwargs"] = {"invalid_penalty": config.invalid_penalty, **settings.get("env_kwargs", {})}
     stages = [CurriculumStage(name=n, **({**settings} if n == stage else {})) for n in names]
     start_model = Path(config.models_dir) / config.stages[stage]["start"]
     if not start_model.is_dir():
@@ -50,7 +52,9 @@ def run(config: GRPOStageConfig, stage: str) -> dict:
         num_generations=config.num_generations,
         max_completion_length=config.max_completion_length,
         learning_rate=config.learning_rate,
+        lr_scheduler_type=config.lr_scheduler_type,
         warmup_steps=config.warmup_steps,
+        num_iterations=config.num_iterations,
         logging_steps=config.logging_steps,
         save_steps=config.save_steps,
         save_total_limit=1,

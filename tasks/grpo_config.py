@@ -12,8 +12,8 @@ class GRPOStageConfig:
 
     stages: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
-            "wide": {"start": "sft", "random_move_prob": [0.2, 0.7], "max_steps": 150},
-            "strong": {"start": "grpo-wide", "random_move_prob": [0.0, 0.25], "max_steps": 150},
+            "wide": {"start": "sft", "random_move_prob": [0.2, 0.7], "max_steps": 100, "temperature": 0.3},
+            "strong": {"start": "grpo-wide", "random_move_prob": [0.0, 0.25], "max_steps": 100, "temperature": 0.3},
         },
         metadata={
             "help": "Curriculum stages in order; `start` names the model folder under <models> they train."
@@ -24,8 +24,20 @@ class GRPOStageConfig:
     )
     batch_size: int = field(default=32, metadata={"help": "Episodes per optimizer step, all strata covered."})
     per_device_train_batch_size: int = field(default=16, metadata={"help": "Episodes per micro-batch."})
-    learning_rate: float = field(default=1e-4, metadata={"help": "Learning rate (a stage may override it)."})
-    warmup_steps: int = field(default=20, metadata={"help": "Linear warm-up steps of each stage."})
+    learning_rate: float = field(default=5e-5, metadata={"help": "Learning rate (a stage may override it)."})
+    lr_scheduler_type: str = field(
+        default="constant_with_warmup", metadata={"help": "TRL/transformers learning-rate schedule."}
+    )
+    warmup_steps: int = field(default=10, metadata={"help": "Linear warm-up steps of each stage."})
+    num_iterations: int = field(
+        default=2, metadata={"help": "Optimizer passes over each batch of episodes (rollouts dominate a step)."}
+    )
+    invalid_penalty: float | None = field(
+        default=-0.5,
+        metadata={
+            "help": "Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = env's."
+        },
+    )
     max_completion_length: int = field(default=48, metadata={"help": "Tokens per model turn."})
     logging_steps: int = field(default=10, metadata={"help": "Steps between logged metrics (to MLflow)."})
     save_steps: int = field(default=50, metadata={"help": "Steps between resumable checkpoints."})

@@ -13,7 +13,12 @@ class GRPOStageConfig:
     stages: dict[str, dict[str, Any]] = field(
         default_factory=lambda: {
             "wide": {"start": "sft", "random_move_prob": [0.2, 0.7], "max_steps": 100, "temperature": 0.3},
-            "strong": {"start": "grpo-wide", "random_move_prob": [0.0, 0.25], "max_steps": 100, "temperature": 0.3},
+            "strong": {
+                "start": "grpo-wide",
+                "random_move_prob": [0.0, 0.25],
+                "max_steps": 100,
+                "temperature": 0.3,
+            },
         },
         metadata={
             "help": "Curriculum stages in order; `start` names the model folder under <models> they train."
@@ -30,7 +35,8 @@ class GRPOStageConfig:
     )
     warmup_steps: int = field(default=10, metadata={"help": "Linear warm-up steps of each stage."})
     num_iterations: int = field(
-        default=2, metadata={"help": "Optimizer passes over each batch of episodes (rollouts dominate a step)."}
+        default=2,
+        metadata={"help": "Optimizer passes over each batch of episodes (rollouts dominate a step)."},
     )
     invalid_penalty: float | None = field(
         default=-0.5,

@@ -26,7 +26,7 @@ SFT_EPOCHS = 3
 # GRPO stages: name, opponent random-move range, steps, sampling temperature. Strong opponents and a low
 # temperature keep what GRPO improves close to the greedy policy. Measured from the same SFT start: at T=1 greedy
 # non-loss vs minimax fell (0.055 -> 0.015); at T=0.3 it rose to 0.535 and greedy invalid games fell to 0.02.
-GRPO_STAGES = (("strong", (0.0, 0.2), 150, 0.3),)
+GRPO_STAGES = (("strong", (0.0, 0.2), 300, 0.3),)
 # Training reward only (the env's default is -0.1); evaluation counts invalid games.
 GRPO_INVALID_PENALTY = -0.5
 GAMES_PER_STEP = 32  # 4 episode groups of NUM_GENERATIONS, one per difficulty stratum

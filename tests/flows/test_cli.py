@@ -139,4 +139,8 @@ def test_teacher_serve_answers_over_http(tmp_path):
         )
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from tasks.grpo_config import GRPOStageConfig
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 SEED = 0
@@ -27,10 +29,12 @@ SFT_EPOCHS = 3
 # temperature keep what GRPO improves close to the greedy policy. Measured from the same SFT start: at T=1 greedy
 # non-loss vs minimax fell (0.055 -> 0.015); at T=0.3 it rose to 0.535 and greedy invalid games fell to 0.02.
 GRPO_STAGES = (("strong", (0.0, 0.2), 300, 0.3),)
-# Training reward only (the env's default is -0.1); evaluation counts invalid games.
-GRPO_INVALID_PENALTY = -0.5
-GAMES_PER_STEP = 32  # 4 episode groups of NUM_GENERATIONS, one per difficulty stratum
-NUM_GENERATIONS = 8
+# The GRPO trainer settings besides the stages are the pipeline's (tasks/grpo_config.py): the demo measures what
+# `make run` trains with. The invalid-move penalty is for the training reward only; evaluation counts invalid games.
+GRPO = GRPOStageConfig()
+GRPO_INVALID_PENALTY = GRPO.invalid_penalty  # training reward only (the env's default is -0.1)
+GAMES_PER_STEP = GRPO.batch_size  # 4 episode groups of NUM_GENERATIONS, one per difficulty stratum
+NUM_GENERATIONS = GRPO.num_generations
 EVAL_GAMES = 200  # the whole frozen eval split
 
 
@@ -145,13 +149,13 @@ def run(out_dir: str | None = None, threads: int = 1) -> dict:
     grpo_args = _cpu(
         GRPOConfig,
         output_dir=str(out / "grpo"),
-        per_device_train_batch_size=16,
+        per_device_train_batch_size=GRPO.per_device_train_batch_size,
         num_generations=NUM_GENERATIONS,
-        max_completion_length=48,
-        learning_rate=5e-5,
-        lr_scheduler_type="constant_with_warmup",
-        warmup_steps=10,
-        num_iterations=2,  # two updates per batch of episodes: rollouts are most of a step's cost
+        max_completion_length=GRPO.max_completion_length,
+        learning_rate=GRPO.learning_rate,
+        lr_scheduler_type=GRPO.lr_scheduler_type,
+        warmup_steps=GRPO.warmup_steps,
+        num_iterations=GRPO.num_iterations,
         logging_steps=10,
         save_steps=50,
         save_total_limit=1,

@@ -25,9 +25,8 @@ class _Func:
     name: str
     func: Callable
     weight: float
-    wants: tuple[str, ...]
     is_async: bool
-    signature: int  # index of `wants` among the rubric's distinct signatures
+    signature: int  # index of the arguments it declares among the rubric's distinct signatures
 
 
 @dataclass
@@ -62,7 +61,7 @@ class Rubric:
             self._signatures.append(wants)
         self.funcs.append(func)
         self.weights.append(weight)
-        self._entries.append(_Func(name, func, weight, wants, is_async, self._signatures.index(wants)))
+        self._entries.append(_Func(name, func, weight, is_async, self._signatures.index(wants)))
 
     @property
     def names(self) -> list[str]:

@@ -171,6 +171,11 @@ class Environment:
 
     __call__ = evaluate
 
+    def curve_metrics(self, policy: Policy, n: int = 64) -> dict[str, float]:
+        """A small frozen suite for learning curves: rubric means over the first `n` eval episodes."""
+        result = self.evaluate(policy, n=n, split="eval")
+        return {name: stats["mean"] for name, stats in result.metrics.items()}
+
     def __rshift__(self, trainer: Any) -> Any:
         """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: a ready TRL trainer on this env."""
         from envs.training.compose import compose  # lazy: playing episodes needs no trl

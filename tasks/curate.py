@@ -62,6 +62,10 @@ def run(config: CurateConfig) -> dict:
         "dropped": dropped,
         "per_stratum": {str(k): v for k, v in sorted(Counter(r["stratum"] for r in rows).items())},
         "outcomes": dict(Counter(r["outcome"] for r in rows)),
+        "move_optimality": {
+            "input": mean_value(episodes, "move_optimality"),
+            "kept": mean_value(kept, "move_optimality"),
+        },
         "tokens": {
             "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0,
             "max": max(tokens, default=0),
@@ -96,6 +100,14 @@ def select(episodes: list[dict], config: CurateConfig) -> tuple[list[dict], dict
     rows = keep("outcome", rows, lambda r: r["state"].get("outcome") in config.allowed_outcomes)
     rows = keep("invalid_moves", rows, lambda r: r["state"].get("invalid", 0) == 0)
     rows = keep("format", rows, lambda r: r["values"].get("format", 0.0) >= config.min_format)
+    for name, low in config.min_values.items():
+        missing = [r["seed"] for r in rows if name not in r["values"]]
+        if missing:
+            raise ValueError(
+                f"curate.min_values names {name!r}, which the teacher's games do not report (seed {missing[0]}); "
+                f"use one of the env's rubric metrics: {sorted(rows[0]['values'])}"
+            )
+        rows = keep(name, rows, lambda r, name=name, low=low: r["values"][name] >= low)
     seen: set = set()
 
     def first_time(r: dict) -> bool:
@@ -123,6 +135,12 @@ def _balanced(rows: list[dict], balance: bool, cap: int | None, seed: int):
         size = min(x for x in (len(seeds), target, cap) if x is not None)
         keep.update(rng.sample(seeds, size))
     return lambda r: r["seed"] in keep
+
+
+def mean_value(records: list[dict], name: str) -> float | None:
+    """Mean of a rubric metric over games that report it (None when none does)."""
+    values = [r["values"][name] for r in records if name in r.get("values", {})]
+    return round(sum(values) / len(values), 4) if values else None
 
 
 def game_key(messages: list[dict]) -> str:

@@ -15,7 +15,8 @@ class CurateConfig:
     games, validated with Great Expectations before it replaces anything.
 
     Games are dropped in this order, each count reported: errored episodes, outcomes not in `allowed_outcomes`
-    (losses), games with an invalid move, games with a malformed reply (format below `min_format`), repeats of an
+    (losses), games with an invalid move, games with a malformed reply (format below `min_format`), games below a
+    `min_values` rubric metric (moves the solver says lose value), repeats of an
     identical game (same messages), then the surplus of the larger difficulty strata when `balance` is on.
 
     Parameters:
@@ -25,6 +26,9 @@ class CurateConfig:
             Outcomes kept; the rest (losses) are dropped.
         min_format (`float`, *optional*, defaults to `1.0`):
             Lowest share of well-formed replies (`<think>...</think><move>N</move>`) a kept game may have.
+        min_values (`dict[str, float]`, *optional*, defaults to `{"move_optimality": 1.0}`):
+            Lowest value of each named rubric metric (the env's own verifier: for tic-tac-toe the solver's share of
+            value-keeping moves) a kept game may have; each metric is a filter of its own, counted in `dropped`.
         dedupe (`bool`, *optional*, defaults to `True`):
             Keep one game of each identical conversation (the first in spec order).
         balance (`bool`, *optional*, defaults to `True`):
@@ -62,6 +66,10 @@ class CurateConfig:
         default_factory=lambda: ["win", "draw"], metadata={"help": "Outcomes kept."}
     )
     min_format: float = field(default=1.0, metadata={"help": "Lowest share of well-formed replies kept."})
+    min_values: dict[str, float] = field(
+        default_factory=lambda: {"move_optimality": 1.0},
+        metadata={"help": "Lowest value of each named rubric metric a kept game may have."},
+    )
     dedupe: bool = field(default=True, metadata={"help": "Keep one game per identical conversation."})
     balance: bool = field(default=True, metadata={"help": "Downsample strata to the smallest."})
     max_per_stratum: int | None = field(default=None, metadata={"help": "Cap on games per stratum."})

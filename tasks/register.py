@@ -1,8 +1,13 @@
 """The register stage: the candidate becomes an MLflow model version tied to its lineage.
 
-The `champion` alias moves to the new version only when it beats the current champion on the
-same frozen evaluation suite: better (95% intervals apart) in at least one matrix column and
-worse in none. The first registered version becomes champion.
+The `champion` alias moves to the new version only when the candidate passes every gate, each decided per
+matrix column by 95% intervals on the same frozen suite:
+
+1. no worse than its own start model (its parent in the lineage) in any column,
+2. no worse than the baseline (the teacher) in any column,
+3. better than the current champion in at least one column and worse in none.
+
+The first version skips gate 3 (there is no champion yet), never gates 1 and 2.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.compare import compare, conclusion, is_better
+from tasks.compare import WORSE, compare, conclusion, is_better
 from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import pooled, run_matrix
 from tasks.register_config import RegisterConfig
@@ -82,10 +87,23 @@ def champion_rows(
     return run_matrix(eval_config, built={"champion": policy}).rows
 
 
-def decide(champion: list[dict] | None, candidate: list[dict], metric: str, name: str) -> tuple[bool, str]:
-    """Promote when there is no champion, or the candidate is better somewhere and worse nowhere."""
+def decide(
+    champion: list[dict] | None,
+    candidate: list[dict],
+    metric: str,
+    name: str,
+    references: dict[str, list[dict]] | None = None,
+) -> tuple[bool, str]:
+    """Promote when no reference (start model, baseline) is better in any column and the champion is beaten."""
+    for reference, rows in (references or {}).items():
+        found = compare(rows, candidate, metric)
+        if WORSE in (c["verdict"] for c in found):
+            worse = [f"{c['opponent']} ({c['side']})" for c in found if c["verdict"] == WORSE]
+            return False, f"{name} is worse than {reference} on {metric} in {', '.join(worse)}"
     if champion is None:
-        return True, "first registered version"
+        return True, "first registered version" + (
+            f", no worse than {', '.join(references)}" if references else ""
+        )
     found = compare(champion, candidate, metric)
     return is_better(found), conclusion(found, "champion", name)
 
@@ -133,7 +151,8 @@ def run(config: RegisterConfig) -> dict:
         config.model_name, version.version, f"eval.{config.metric}", f"{overall:.4f}"
     )
 
-    promoted, reason = decide(champion, rows, config.metric, config.candidate)
+    references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
+    promoted, reason = decide(champion, rows, config.metric, config.candidate, references)
     if promoted:
         client.set_registered_model_alias(config.model_name, config.alias, version.version)
     client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())

@@ -24,6 +24,9 @@ class RegisterConfig:
     eval_dir: str = "data/eval"
     """Folder of the evaluate stage's metrics.json and matrix.csv."""
 
+    baseline: str | None = "teacher"
+    """Matrix row the candidate must be no worse than in any column (the teacher); null skips that gate."""
+
     alias: str = "champion"
     """Alias that marks the best version so far."""
 

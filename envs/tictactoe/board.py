@@ -137,3 +137,12 @@ def opponent_move(board: str, seed: int, random_move_prob: float) -> int:
     else:
         pool = BEST_MOVES[board]
     return pool[(h >> 32) % len(pool)]
+
+
+def opponent_distribution(board: str, random_move_prob: float) -> dict[int, float]:
+    """The probability of each reply of `opponent_move` at `board`, over episode seeds."""
+    probs: dict[int, float] = {}
+    for pool, weight in ((LEGAL_MOVES[board], random_move_prob), (BEST_MOVES[board], 1.0 - random_move_prob)):
+        for cell in pool:
+            probs[cell] = probs.get(cell, 0.0) + weight / len(pool)
+    return {c: p for c, p in probs.items() if p > 0.0}

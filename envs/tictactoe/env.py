@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from envs.environment import Environment
 from envs.parser import XMLParser
-from envs.policies.base import Message
+from envs.policies.base import Message, Policy
 from envs.rubric import Rubric
 from envs.tictactoe.board import (
     OPTIMAL_MOVES,
@@ -19,10 +19,11 @@ from envs.tictactoe.board import (
     winner,
 )
 from envs.tictactoe.players import ExpertPlayer, rationale
-from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, user_message
+from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, reply_text, user_message
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 
 CELLS = {str(c): c for c in range(9)}
+CURVE_OPPONENTS = {"minimax-0": 0.0, "random": 1.0}
 OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 # Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
 SPLIT_SEED_RANGES = {
@@ -46,14 +47,14 @@ class TicTacToeEnv(Environment):
         rubric = Rubric(parser=parser)
         rubric.add(outcome, config.outcome_weight)
         rubric.add(parser.format_reward, config.format_weight, name="format")
-        rubric.add(any_invalid, config.invalid_penalty)
-        for metric in (win, draw, loss, invalid_moves, turns, move_optimality):
+        rubric.add(invalid_moves, config.invalid_penalty)
+        for metric in (win, draw, loss, any_invalid, turns, move_optimality):
             rubric.add(metric, 0.0)
         super().__init__(
             dataset=None,
             rubric=rubric,
             parser=parser,
-            system_prompt=SYSTEM_PROMPTS[config.rendering],
+            system_prompt=SYSTEM_PROMPTS[config.rendering, config.reply_format],
             max_turns=config.max_turns,
             name="tictactoe",
         )
@@ -115,6 +116,7 @@ class TicTacToeEnv(Environment):
             "optimal": 0,
             "outcome": None,
             "opening": None,
+            "forced_replies": list(spec.get("forced_replies", ())),
         }
         if not first:
             state["opening"] = self._opponent_plays(state)
@@ -166,7 +168,10 @@ class TicTacToeEnv(Environment):
 
     def _opponent_plays(self, state: dict) -> int:
         board = state["board"]
-        cell = opponent_move(board, state["seed"], state["random_move_prob"])
+        # Exact evaluation branches over the opponent's replies by forcing them (envs/tictactoe/exact.py).
+        forced = state.get("forced_replies")
+        cell = forced.pop(0) if forced else opponent_move(board, state["seed"], state["random_move_prob"])
+        state["opponent_faced"] = board
         state["board"] = board[:cell] + ("O" if state["mark"] == "X" else "X") + board[cell + 1 :]
         return cell
 
@@ -197,7 +202,21 @@ class TicTacToeEnv(Environment):
             for status in statuses:
                 yield user_message(status, board, r)
             for cell in moves:
-                yield f"<think>{rationale(board, cell)}</think>\n<move>{cell}</move>"
+                yield reply_text(
+                    cell, rationale(board, cell) if self.config.reply_format == "think" else None
+                )
+
+    def curve_metrics(self, policy: Policy) -> dict[str, float]:
+        """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player."""
+        from envs.tictactoe.exact import exact_both_sides  # lazy: exact imports this module
+
+        out = {}
+        for opponent, p in CURVE_OPPONENTS.items():
+            both = exact_both_sides(self, policy, p)["both"]
+            out.update(
+                {f"{opponent}/{m}": both[m] for m in ("win", "loss", "any_invalid", "move_optimality")}
+            )
+        return out
 
     def expert(self, random_move_prob: float = 0.0, seed: int = 0) -> ExpertPlayer:
         """The scripted expert teacher for this env."""
@@ -213,7 +232,7 @@ def outcome(state: dict) -> float:
 
 
 def any_invalid(state: dict) -> float:
-    """1 when the game had an invalid move (weighted by the invalid penalty)."""
+    """1 when the game had an invalid move."""
     return float(state["invalid"] > 0)
 
 

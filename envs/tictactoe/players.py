@@ -6,7 +6,7 @@ import random
 
 from envs.policies.base import Conversation, Reply
 from envs.tictactoe.board import LINES, best_moves, legal_moves, play, to_move
-from envs.tictactoe.render import parse_board
+from envs.tictactoe.render import parse_board, reply_text
 
 
 def board_of(conversation: Conversation) -> str:
@@ -67,13 +67,20 @@ class ExpertPlayer(MinimaxPlayer):
         return super().choose(board)
 
     def __call__(self, conversations: list[Conversation]) -> list[Reply]:
-        """`<think>` rationale plus `<move>` per conversation."""
+        """One `<move>` per conversation, after a `<think>` rationale when the system prompt asks for one."""
         replies = []
         for conversation in conversations:
             board = board_of(conversation)
             cell = self.choose(board)
-            replies.append(Reply(f"<think>{rationale(board, cell)}</think>\n<move>{cell}</move>"))
+            reason = rationale(board, cell) if asks_for_reasoning(conversation) else None
+            replies.append(Reply(reply_text(cell, reason)))
         return replies
+
+
+def asks_for_reasoning(conversation: Conversation) -> bool:
+    """Whether the conversation's system prompt asks for a `<think>` block, as an instruction-following model reads it."""
+    system = next((m.get("content") or "" for m in conversation if m.get("role") == "system"), "")
+    return "<think>" in system
 
 
 def _completes(board: str, cell: int, mark: str) -> bool:

@@ -15,14 +15,21 @@ from envs.tictactoe.board import legal_moves
 RENDERINGS = ("grid", "compact")
 
 SYSTEM_PROMPTS = {
-    "grid": (
+    ("grid", "think"): (
         "You are playing tic-tac-toe against an opponent. The board has cells 0-8, row by row:\n"
         " 0 | 1 | 2\n 3 | 4 | 5\n 6 | 7 | 8\n"
         "X moves first. Get three of your marks in a row, column or diagonal to win.\n"
         "Each turn, you may think briefly inside <think>...</think>, then give exactly one "
         "empty cell inside <move>...</move>, for example <move>4</move>."
     ),
-    "compact": "Tic-tac-toe, cells 0-8 row by row. Answer <think>...</think><move>N</move>.",
+    ("grid", "move"): (
+        "You are playing tic-tac-toe against an opponent. The board has cells 0-8, row by row:\n"
+        " 0 | 1 | 2\n 3 | 4 | 5\n 6 | 7 | 8\n"
+        "X moves first. Get three of your marks in a row, column or diagonal to win.\n"
+        "Each turn, answer with exactly one empty cell inside <move>...</move>, for example <move>4</move>."
+    ),
+    ("compact", "think"): "Tic-tac-toe, cells 0-8 row by row. Answer <think>...</think><move>N</move>.",
+    ("compact", "move"): "Tic-tac-toe, cells 0-8 row by row. Answer <move>N</move>.",
 }
 
 STATUS = {
@@ -57,6 +64,11 @@ def render_board(board: str, rendering: str) -> str:
     if rendering == "compact":
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
+
+
+def reply_text(cell: int, reason: str | None = None) -> str:
+    """A model reply playing `cell`: the move alone, or after a `<think>` reason when one is given."""
+    return f"<move>{cell}</move>" if reason is None else f"<think>{reason}</think>\n<move>{cell}</move>"
 
 
 def user_message(status: str, board: str, rendering: str) -> str:

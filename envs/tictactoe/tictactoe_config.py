@@ -12,6 +12,10 @@ class TicTacToeConfig:
     rendering: str = "compact"
     """Board text: "compact" (short, for tiny models) or "grid" (readable by any chat LLM)."""
 
+    reply_format: str = "move"
+    """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny
+    models) or "think" (`<think>reason</think><move>N</move>`, for chat models that reason first)."""
+
     max_turns: int = 8
     """Model turns per game, invalid ones included; a game still running after them is a loss."""
 
@@ -40,7 +44,7 @@ class TicTacToeConfig:
     """Weight of the format reward (share of well-formed replies)."""
 
     invalid_penalty: float = -0.1
-    """Added once when the game had any invalid move."""
+    """Added per invalid move, so every further invalid move costs more (not once per game)."""
 
     def __post_init__(self) -> None:
         low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
@@ -48,6 +52,8 @@ class TicTacToeConfig:
             raise ValueError(f"random_move_prob must be a range (low, high) within [0, 1], got {(low, high)}")
         if self.rendering not in ("compact", "grid"):
             raise ValueError(f"rendering must be 'compact' or 'grid', got {self.rendering!r}")
+        if self.reply_format not in ("move", "think"):
+            raise ValueError(f"reply_format must be 'move' or 'think', got {self.reply_format!r}")
         if self.max_turns < 1 or self.num_groups < 1:
             raise ValueError("max_turns and num_groups must be at least 1")
         if min(self.num_train, self.num_eval, self.num_test) < 0:

@@ -1,0 +1,94 @@
+"""Exact evaluation: a deterministic policy's expected results against a scripted opponent, without sampling.
+
+A greedy policy answers each conversation one way, and the opponent's reply at a board has a known distribution
+(`opponent_distribution`), so the expected win/draw/loss of the policy is a sum over the tree of the opponent's
+replies: a few hundred to a few thousand positions per side, each asked of the policy once, in batches. The
+episodes are the environment's own (its `advance` applies the model's reply, re-prompts invalid moves and ends
+games), with the opponent's reply forced to each possible cell in turn, so the numbers are what sampled games
+converge to, with no noise. Only for policies that answer a conversation the same way every time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+from envs.episode import Episode
+from envs.policies.base import Policy, Reply
+from envs.tictactoe.board import EMPTY_BOARD, opponent_distribution
+from envs.tictactoe.env import TicTacToeEnv
+
+METRICS = ("win", "draw", "loss", "any_invalid", "invalid_moves", "move_optimality", "reward")
+
+
+def exact_results(
+    env: TicTacToeEnv, policy: Policy, random_move_prob: float, model_starts: bool, max_batch_size: int = 256
+) -> dict[str, float]:
+    """Expected metrics of a deterministic policy against minimax with this skill, playing X or O."""
+    spec = {"seed": 0, "random_move_prob": random_move_prob, "stratum": 0, "model_starts": model_starts}
+    if model_starts:
+        frontier = [(1.0, env.start(spec))]
+    else:
+        frontier = [
+            (q, env.start({**spec, "forced_replies": [cell]}))
+            for cell, q in opponent_distribution(EMPTY_BOARD, random_move_prob).items()
+        ]
+    leaves: list[tuple[float, Episode]] = []
+    while frontier:
+        replies = _ask(policy, [ep.messages for _, ep in frontier], max_batch_size)
+        children = []
+        for (q, episode), reply in zip(frontier, replies, strict=True):
+            children += _branches(env, q, episode, reply, random_move_prob)
+        frontier = []
+        for q, child in children:
+            (leaves if child.done else frontier).append((q, child))
+    env.score([ep for _, ep in leaves])
+    out = {m: sum(q * _value(ep, m) for q, ep in leaves) for m in METRICS}
+    out["positions"] = float(len(leaves))
+    return out
+
+
+def exact_both_sides(
+    env: TicTacToeEnv, policy: Policy, random_move_prob: float, max_batch_size: int = 256
+) -> dict[str, dict[str, float]]:
+    """Exact metrics as X, as O, and both sides pooled (each side half the games, as in the eval splits)."""
+    sides = {
+        "X": exact_results(env, policy, random_move_prob, True, max_batch_size),
+        "O": exact_results(env, policy, random_move_prob, False, max_batch_size),
+    }
+    sides["both"] = {m: (sides["X"][m] + sides["O"][m]) / 2 for m in sides["X"]}
+    return sides
+
+
+def _branches(
+    env: TicTacToeEnv, q: float, episode: Episode, reply: Reply, random_move_prob: float
+) -> list[tuple[float, Episode]]:
+    """The episode after the reply, once per possible opponent answer, with its probability."""
+    reply = Reply(reply.content)  # token ids are not needed to score, and copying them is slow
+    probe = copy.deepcopy(episode)
+    probe.state["opponent_faced"] = None
+    env.advance(probe, reply)
+    faced = probe.state["opponent_faced"]
+    if faced is None:  # invalid move re-prompted, or the game ended on the model's move
+        return [(q, probe)]
+    out = []
+    for cell, p in opponent_distribution(faced, random_move_prob).items():
+        child = copy.deepcopy(episode)
+        child.state["forced_replies"] = [cell]
+        env.advance(child, reply)
+        out.append((q * p, child))
+    return out
+
+
+def _ask(policy: Policy, conversations: Sequence[list], max_batch_size: int) -> list[Reply]:
+    replies: list[Reply] = []
+    for i in range(0, len(conversations), max_batch_size):
+        chunk = [list(c) for c in conversations[i : i + max_batch_size]]
+        replies += [r if isinstance(r, Reply) else Reply(str(r)) for r in policy(chunk)]
+    return replies
+
+
+def _value(episode: Episode, metric: str) -> float:
+    if metric == "reward":
+        return episode.reward
+    return float(episode.values.get(metric, 0.0))

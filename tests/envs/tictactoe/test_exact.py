@@ -1,0 +1,110 @@
+"""Exact evaluation, the move-only reply format and the per-move invalid penalty."""
+
+import random
+
+import pytest
+
+from envs import Reply, load_environment
+from envs.tictactoe.board import best_moves, legal_moves, opponent_distribution, opponent_move
+from envs.tictactoe.exact import exact_both_sides, exact_results
+from envs.tictactoe.players import ExpertPlayer, board_of
+
+
+class FirstBest:
+    """Deterministic minimax: the lowest-numbered best move."""
+
+    def __call__(self, conversations):
+        return [Reply(f"<move>{best_moves(board_of(c))[0]}</move>") for c in conversations]
+
+
+class FirstFree:
+    """Deterministic and weak: the lowest empty cell; replays cell 0 once per game to make an invalid move."""
+
+    def __call__(self, conversations):
+        out = []
+        for c in conversations:
+            board = board_of(c)
+            blundered = any("Invalid" in m["content"] for m in c if m["role"] == "user")
+            out.append(
+                Reply(
+                    "<move>0</move>"
+                    if board[0] != "." and not blundered
+                    else f"<move>{board.index('.')}</move>"
+                )
+            )
+        return out
+
+
+def test_opponent_distribution_matches_the_opponents_replies_over_seeds():
+    board = "X...O...."
+    counts = {}
+    for seed in range(20000):
+        cell = opponent_move(board, seed, 0.5)
+        counts[cell] = counts.get(cell, 0) + 1
+    dist = opponent_distribution(board, 0.5)
+    assert set(dist) == set(legal_moves(board)) and abs(sum(dist.values()) - 1) < 1e-12
+    for cell, p in dist.items():
+        assert abs(counts[cell] / 20000 - p) < 0.015
+    assert opponent_distribution(board, 0.0).keys() == set(best_moves(board))
+
+
+@pytest.mark.parametrize("policy", [FirstBest(), FirstFree()], ids=["minimax", "weak"])
+@pytest.mark.parametrize("model_starts", [True, False])
+def test_exact_results_equal_the_mean_of_many_sampled_games(policy, model_starts):
+    env = load_environment("tictactoe")
+    exact = exact_results(env, policy, 0.5, model_starts)
+    rng = random.Random(1)
+    specs = [
+        {"seed": s, "random_move_prob": 0.5, "stratum": 0, "model_starts": model_starts}
+        for s in rng.sample(range(10**9), 6000)
+    ]
+    episodes = env.rollout(policy, specs)
+    for metric in ("win", "draw", "loss", "any_invalid"):
+        sampled = sum(ep.values[metric] for ep in episodes) / len(episodes)
+        assert abs(sampled - exact[metric]) < 0.025, (metric, sampled, exact[metric])
+    assert abs(exact["win"] + exact["draw"] + exact["loss"] - 1.0) < 1e-9
+
+
+def test_perfect_play_never_loses_and_beats_random_at_the_known_rates():
+    env = load_environment("tictactoe")
+    vs_minimax = exact_both_sides(env, FirstBest(), 0.0)["both"]
+    vs_random = exact_both_sides(env, FirstBest(), 1.0)
+    assert vs_minimax["loss"] == 0.0 and vs_minimax["draw"] == 1.0
+    assert vs_random["both"]["loss"] == 0.0
+    assert 0.99 < vs_random["X"]["win"] < 1.0 and 0.75 < vs_random["O"]["win"] < 0.85
+
+
+def test_move_only_replies_round_trip_through_parser_and_rubric():
+    env = load_environment("tictactoe", reply_format="move", random_move_prob=(0.0, 0.0))
+    assert "<think>" not in env.system_prompt and "<move>N</move>" in env.system_prompt
+    spec = next(r for r in env.get_dataset("eval") if r["model_starts"])
+    [ep] = env.rollout(ExpertPlayer(0.0, seed=0), [spec])
+    replies = [m["content"] for m in ep.messages if m["role"] == "assistant"]
+    assert all(r.startswith("<move>") and r.endswith("</move>") for r in replies)
+    assert all(env.parser.parse_answer([{"role": "assistant", "content": r}]) == r[6:-7] for r in replies)
+    assert ep.values["format"] == 1.0 and ep.state["invalid"] == 0 and ep.state["outcome"] == "draw"
+    think = load_environment("tictactoe", reply_format="think")
+    [ep] = think.rollout(ExpertPlayer(0.0, seed=0), [spec])
+    assert all("<think>" in m["content"] for m in ep.messages if m["role"] == "assistant")
+    assert any("<think>" in text for text in think.corpus()) and not any("<think>" in t for t in env.corpus())
+
+
+def test_invalid_penalty_is_applied_per_invalid_move():
+    rewards = {}
+    for turns in (2, 3):  # the model plays 4, then replays the taken 4 until it runs out of turns (a loss)
+        env = load_environment(
+            "tictactoe", invalid_penalty=-0.5, format_weight=0.0, max_turns=turns, random_move_prob=(0.0, 0.0)
+        )
+        spec = next(r for r in env.get_dataset("eval") if r["model_starts"])
+        [ep] = env.rollout(_Always("<move>4</move>"), [spec])
+        assert ep.state["outcome"] == "loss" and ep.state["invalid"] == turns - 1
+        rewards[turns] = ep.reward
+    assert rewards == {2: pytest.approx(-0.5), 3: pytest.approx(-1.0)}
+
+
+class _Always:
+    def __init__(self, reply):
+        self.reply = reply
+
+    def __call__(self, conversations):
+        return [Reply(self.reply) for _ in conversations]

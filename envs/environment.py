@@ -40,6 +40,7 @@ class Environment:
         self.system_prompt = system_prompt
         self.max_turns = max_turns
         self.name = name or type(self).__name__
+        self.full_history = True  # every turn reads the whole conversation (see `observation`)
         self._episode: Episode | None = None
 
     # ----- episode protocol (override in subclasses) -----
@@ -64,6 +65,10 @@ class Environment:
     def is_done(self, messages: list[Message], state: dict) -> bool:
         """Whether the episode is over (the turn limit is checked separately)."""
         return bool(state.get("done"))
+
+    def observation(self, episode: Episode) -> list[Message]:
+        """What the policy reads before its next turn: by default the whole conversation so far."""
+        return episode.messages
 
     def make_spec(self, seed: int) -> dict:
         """The episode spec for a seed; by default a row of the train split chosen by the seed."""
@@ -142,7 +147,7 @@ class Environment:
             step = max_batch_size or len(live)
             for i in range(0, len(live), step):
                 chunk = live[i : i + step]
-                replies = policy([ep.messages for ep in chunk])
+                replies = policy([self.observation(ep) for ep in chunk])
                 if len(replies) != len(chunk):
                     raise ValueError(
                         f"policy {type(policy).__name__} returned {len(replies)} replies for {len(chunk)} "

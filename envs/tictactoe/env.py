@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 
 from envs.environment import Environment
+from envs.episode import Episode
 from envs.parser import XMLParser
 from envs.policies.base import Message, Policy
 from envs.rubric import Rubric
@@ -59,6 +60,7 @@ class TicTacToeEnv(Environment):
             name="tictactoe",
         )
         self.status = STATUS[config.rendering]
+        self.full_history = config.history == "full"  # GRPO trains whole games, else one decision per sample
         self._splits: dict = {}
 
     # ----- data -----
@@ -133,12 +135,22 @@ class TicTacToeEnv(Environment):
             {"role": "user", "content": user_message(status, state["board"], self.config.rendering)},
         ]
 
+    def observation(self, episode: Episode) -> list[Message]:
+        """The whole game, or with `history="current"` the system prompt and the latest user message."""
+        if self.config.history == "full":
+            return episode.messages
+        return [episode.messages[0], episode.messages[-1]]
+
     def env_response(self, messages: list[Message], state: dict) -> list[Message]:
         """Apply the model's move (even on its last turn), then the opponent's; re-prompt if invalid."""
         raw = self.parser.parse_answer(messages)
         board = state["board"]
         cell = CELLS.get(raw)
-        status = None if cell is not None and board[cell] == "." else self._invalid_status(raw, board)
+        status = (
+            None
+            if cell is not None and board[cell] == "."
+            else self._invalid_status(raw, board, state["mark"])
+        )
         if status is None:
             state["model_moves"] += 1
             state["optimal"] += cell in OPTIMAL_MOVES[board]
@@ -154,16 +166,16 @@ class TicTacToeEnv(Environment):
             cell = self._opponent_plays(state)
             if self._finished(state):
                 return []
-            status = self.status["opponent"].format(cell=cell)
+            status = self.status["opponent"].format(cell=cell, mark=state["mark"])
         return [{"role": "user", "content": user_message(status, state["board"], self.config.rendering)}]
 
-    def _invalid_status(self, raw: str | None, board: str) -> str | None:
+    def _invalid_status(self, raw: str | None, board: str, mark: str) -> str | None:
         if raw is None:
-            return self.status["format"]
+            return self.status["format"].format(mark=mark)
         if not raw.isdigit() or int(raw) > 8:
-            return self.status["range"].format(cell=raw[:20])
+            return self.status["range"].format(cell=raw[:20], mark=mark)
         if board[int(raw)] != ".":
-            return self.status["taken"].format(cell=raw)
+            return self.status["taken"].format(cell=raw, mark=mark)
         return None
 
     def _opponent_plays(self, state: dict) -> int:
@@ -193,12 +205,13 @@ class TicTacToeEnv(Environment):
             if not moves:
                 continue
             mark = to_move(board)
-            statuses = [s["start"].format(mark=mark), s["format"]]
-            statuses += [s["start_second"].format(mark=mark, cell=c) for c in range(9)]
-            statuses += [s["opponent"].format(cell=c) for c in range(9)]
-            statuses += [s["taken"].format(cell=c) for c in range(9)] + [
-                s["range"].format(cell=c) for c in (9, 10, 42)
+            statuses = [s["start"].format(mark=mark), s["format"].format(mark=mark)]
+            statuses += [
+                s[k].format(mark=mark, cell=c)
+                for k in ("start_second", "opponent", "taken")
+                for c in range(9)
             ]
+            statuses += [s["range"].format(mark=mark, cell=c) for c in (9, 10, 42)]
             for status in statuses:
                 yield user_message(status, board, r)
             for cell in moves:

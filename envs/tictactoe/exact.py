@@ -35,7 +35,7 @@ def exact_results(
         ]
     leaves: list[tuple[float, Episode]] = []
     while frontier:
-        replies = _ask(policy, [ep.messages for _, ep in frontier], max_batch_size)
+        replies = _ask(policy, [env.observation(ep) for _, ep in frontier], max_batch_size)
         children = []
         for (q, episode), reply in zip(frontier, replies, strict=True):
             children += _branches(env, q, episode, reply, random_move_prob)

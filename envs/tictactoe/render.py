@@ -32,22 +32,23 @@ SYSTEM_PROMPTS = {
     ("compact", "move"): "Tic-tac-toe, cells 0-8 row by row. Answer <move>N</move>.",
 }
 
+# Every status line names the model's mark, so a model that reads only the current turn knows its side.
 STATUS = {
     "grid": {
         "start": "Game started. You are {mark} and you move first.",
         "start_second": "Game started. You are {mark}. The opponent played at {cell}.",
-        "opponent": "The opponent played at {cell}.",
-        "taken": "Invalid move: cell {cell} is already taken. Choose an empty cell.",
-        "range": "Invalid move: {cell} is not a cell from 0 to 8.",
-        "format": "Please answer with your move inside tags, for example <move>4</move>.",
+        "opponent": "You are {mark}. The opponent played at {cell}.",
+        "taken": "You are {mark}. Invalid move: cell {cell} is already taken. Choose an empty cell.",
+        "range": "You are {mark}. Invalid move: {cell} is not a cell from 0 to 8.",
+        "format": "You are {mark}. Please answer with your move inside tags, for example <move>4</move>.",
     },
     "compact": {
         "start": "You {mark}, first.",
         "start_second": "You {mark}. Opp {cell}.",
-        "opponent": "Opp {cell}.",
-        "taken": "Invalid: {cell} taken.",
-        "range": "Invalid: {cell} not 0-8.",
-        "format": "Invalid: use <move>N</move>.",
+        "opponent": "You {mark}. Opp {cell}.",
+        "taken": "You {mark}. Invalid: {cell} taken.",
+        "range": "You {mark}. Invalid: {cell} not 0-8.",
+        "format": "You {mark}. Invalid: use <move>N</move>.",
     },
 }
 

@@ -16,6 +16,10 @@ class TicTacToeConfig:
     """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny
     models) or "think" (`<think>reason</think><move>N</move>`, for chat models that reason first)."""
 
+    history: str = "full"
+    """What the model reads each turn: "full" (the whole game so far) or "current" (the system prompt and the
+    latest user message alone: the current board, the opponent's last move or why the last reply was invalid)."""
+
     max_turns: int = 8
     """Model turns per game, invalid ones included; a game still running after them is a loss."""
 
@@ -54,6 +58,8 @@ class TicTacToeConfig:
             raise ValueError(f"rendering must be 'compact' or 'grid', got {self.rendering!r}")
         if self.reply_format not in ("move", "think"):
             raise ValueError(f"reply_format must be 'move' or 'think', got {self.reply_format!r}")
+        if self.history not in ("full", "current"):
+            raise ValueError(f"history must be 'full' or 'current', got {self.history!r}")
         if self.max_turns < 1 or self.num_groups < 1:
             raise ValueError("max_turns and num_groups must be at least 1")
         if min(self.num_train, self.num_eval, self.num_test) < 0:

@@ -196,6 +196,15 @@ class EpisodeRollout:
         }
 
 
+def _rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
+    """Whole episodes as one sequence, or one decision per sample when turns read a fresh observation."""
+    if getattr(env, "full_history", True):
+        return EpisodeRollout(env, rollout.max_episode_tokens)
+    from envs.training.decision_rollout import DecisionRollout
+
+    return DecisionRollout(env)
+
+
 def _any_live(trainer: Any) -> Callable[[bool], bool]:
     if trainer.accelerator.num_processes == 1:
         return bool
@@ -238,7 +247,7 @@ def grpo_trainer(
         args=args,
         reward_funcs=funcs,
         train_dataset=dataset,
-        rollout_func=EpisodeRollout(env, rollout.max_episode_tokens),
+        rollout_func=_rollout_func(env, rollout),
         **kwargs,
     )
 

@@ -1,0 +1,73 @@
+"""Learning curves: the env's curve metrics logged during each GRPO stage, joined into one plot across stages.
+
+Each grpo stage writes `<metrics>/curve-grpo-<stage>.json` (a list of `{"step": N, "<opponent>/<metric>": x}`, step 0
+being the stage's start model: SFT for the first stage), also a DVC plot. `plot_curves` lays the stages end to end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on servers or in CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+from tasks.atomic import write_atomic  # noqa: E402
+
+# (curve key, label): what the plot shows; keys missing from a curve are skipped.
+SERIES = (
+    ("minimax-0/loss", "loss vs minimax-0"),
+    ("random/win", "win vs random"),
+    ("minimax-0/any_invalid", "games with an invalid move (vs minimax-0)"),
+    ("random/any_invalid", "games with an invalid move (vs random)"),
+)
+
+
+def curve_points(log_history: list[dict]) -> list[dict]:
+    """The `curve/` entries of a trainer's log history, as `{"step": N, key: value}` without the prefix."""
+    points = []
+    for entry in log_history:
+        values = {k.removeprefix("curve/"): v for k, v in entry.items() if k.startswith("curve/")}
+        if values:
+            points.append({"step": int(entry.get("step", 0)), **values})
+    return points
+
+
+def read_curves(paths: list[Path]) -> list[tuple[str, list[dict]]]:
+    """(stage name, points) of every curve file that exists, in the given order."""
+    return [(p.stem.removeprefix("curve-"), json.loads(p.read_text())) for p in paths if p.exists()]
+
+
+def plot_curves(curves: list[tuple[str, list[dict]]], path: Path) -> Path | None:
+    """One PNG: each series against the cumulative GRPO step, stage boundaries marked; None without points."""
+    if not any(points for _, points in curves):
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    offset = 0
+    joined: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key, _ in SERIES}
+    for index, (stage, points) in enumerate(curves):
+        for point in points:
+            for key, _ in SERIES:
+                if key in point:
+                    joined[key][0].append(offset + point["step"])
+                    joined[key][1].append(point[key])
+        last = max((p["step"] for p in points), default=0)
+        if index:
+            ax.axvline(offset, color="grey", linestyle=":", linewidth=1)
+        ax.text(offset, 1.02, stage, fontsize=8, transform=ax.get_xaxis_transform())
+        offset += last
+    for key, label in SERIES:
+        steps, values = joined[key]
+        if steps:
+            ax.plot(steps, values, marker="o", markersize=3, label=label)
+    ax.set_xlabel("GRPO step (stages end to end; step 0 = the SFT model)")
+    ax.set_ylabel("rate (exact, greedy, both sides)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center right")
+    fig.tight_layout()
+    write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    plt.close(fig)
+    return path

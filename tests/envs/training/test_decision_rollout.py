@@ -1,0 +1,76 @@
+"""GRPO one decision per sample, for environments whose turns read only the current observation."""
+
+from __future__ import annotations
+
+import torch
+
+from envs import load_environment
+from envs.policies.scratch_model import load_tokenizer
+from envs.tictactoe.players import MinimaxPlayer, board_of
+from envs.training import trainer_spec
+from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions
+
+from .conftest import cpu_args
+
+
+def scripted_turn(tokenizer, seed: int = 0):
+    """A 'model' that samples: minimax with random slips, so branches of one group can differ."""
+    player = MinimaxPlayer(0.5, seed=seed)
+
+    def turn(conversations):
+        prompts = [tokenizer.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
+        texts = [f"<move>{player.choose(board_of(c))}</move>" for c in conversations]
+        completions = [tokenizer.encode(t) + [tokenizer.eos_token_id] for t in texts]
+        return prompts, completions, None, texts
+
+    return turn
+
+
+def test_groups_share_a_prefix_then_branch_and_play_to_the_end(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(16)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4)
+    assert len(samples) == 64
+    depths = {branch_depth(spec, 4) for spec in groups}
+    assert depths == {0, 1, 2, 3}  # the seed spreads branch points over the game
+    for g in range(16):
+        group = samples[4 * g : 4 * g + 4]
+        assert len({tuple(s["prompt_ids"]) for s in group}) == 1  # one position per group
+        for s in group:
+            ep = s["episode"]
+            assert ep.done and ep.values and ep.error is None
+            # The prompt is the observation of one turn: system + the latest user message, never the history.
+            assert tokenizer.decode(s["prompt_ids"]).count("<|im_start|>user") == 1
+            assert s["completion_ids"][-1] == tokenizer.eos_token_id
+    rewards = [s["episode"].reward for s in samples]
+    assert len(set(rewards)) > 1
+
+
+def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    env = load_environment("tictactoe", history="current", num_groups=2, num_train=64)
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-3,
+        temperature=1.5,  # the short SFT start is sharp; groups need some spread
+    )
+    trainer = env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+    assert isinstance(trainer.rollout_func, DecisionRollout)
+    rollouts = []
+    inner = trainer.rollout_func
+    trainer.rollout_func = lambda prompts, t: rollouts.append(inner(prompts, t)) or rollouts[-1]
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    assert any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
+    assert "rewards/episode/mean" in trainer.state.log_history[0]
+    for out in rollouts:
+        assert all(set(mask) == {1} for mask in out["env_mask"])  # a sample is one model turn, no env tokens
+        assert all(len(ids) <= 16 for ids in out["completion_ids"])

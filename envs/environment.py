@@ -70,6 +70,17 @@ class Environment:
         """What the policy reads before its next turn: by default the whole conversation so far."""
         return episode.messages
 
+    def training_conversations(self, messages: list[Message]) -> list[list[Message]]:
+        """What SFT trains on for one played episode: the whole conversation, or with per-turn observations
+        (`full_history` False) one conversation per model turn: what that turn read, then its reply."""
+        if self.full_history:
+            return [messages]
+        return [
+            self.observation(Episode(spec={}, messages=messages[:i], state={}, prompt_len=0)) + [message]
+            for i, message in enumerate(messages)
+            if message["role"] == "assistant"
+        ]
+
     def make_spec(self, seed: int) -> dict:
         """The episode spec for a seed; by default a row of the train split chosen by the seed."""
         train = self.get_dataset("train")

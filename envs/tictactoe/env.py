@@ -130,16 +130,17 @@ class TicTacToeEnv(Environment):
             status = self.status["start"].format(mark=state["mark"])
         else:
             status = self.status["start_second"].format(mark=state["mark"], cell=state["opening"])
-        return [
-            {"role": "system", "content": self.system_prompt},
-            {"role": "user", "content": user_message(status, state["board"], self.config.rendering)},
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [
+            {"role": "user", "content": user_message(status, state["board"], self.config.rendering)}
         ]
 
     def observation(self, episode: Episode) -> list[Message]:
         """The whole game, or with `history="current"` the system prompt and the latest user message."""
         if self.config.history == "full":
             return episode.messages
-        return [episode.messages[0], episode.messages[-1]]
+        system = episode.messages[:1] if episode.messages[0]["role"] == "system" else []
+        return system + episode.messages[-1:]
 
     def env_response(self, messages: list[Message], state: dict) -> list[Message]:
         """Apply the model's move (even on its last turn), then the opponent's; re-prompt if invalid."""
@@ -198,7 +199,9 @@ class TicTacToeEnv(Environment):
 
     def corpus(self) -> Iterator[str]:
         """System prompt, every user message over all reachable positions, and expert replies."""
-        yield self.system_prompt
+        # The system prompt opens every conversation: repeated, so a tokenizer learns it as a few tokens.
+        for _ in range(100 if self.system_prompt else 0):
+            yield self.system_prompt
         r, s = self.config.rendering, self.status
         for board in STATES:
             moves = legal_moves(board)

@@ -1,7 +1,8 @@
 """What the model reads: system prompts, status lines and two board renderings.
 
 `grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny
-models. Both can be read back with `parse_board`, so scripted players and the teacher server
+models; `board` is the shortest (no system prompt, the model's mark and the board, nothing else): a scratch
+model trains on about 30 tokens a move instead of 80. Both can be read back with `parse_board`, so scripted players and the teacher server
 see the same text a model does.
 """
 
@@ -12,7 +13,7 @@ from functools import cache
 
 from envs.tictactoe.board import legal_moves
 
-RENDERINGS = ("grid", "compact")
+RENDERINGS = ("grid", "compact", "board")
 
 SYSTEM_PROMPTS = {
     ("grid", "think"): (
@@ -30,6 +31,8 @@ SYSTEM_PROMPTS = {
     ),
     ("compact", "think"): "Tic-tac-toe, cells 0-8 row by row. Answer <think>...</think><move>N</move>.",
     ("compact", "move"): "Tic-tac-toe, cells 0-8 row by row. Answer <move>N</move>.",
+    ("board", "think"): "Answer <think>...</think><move>N</move>.",
+    ("board", "move"): "",
 }
 
 # Every status line names the model's mark, so a model that reads only the current turn knows its side.
@@ -50,6 +53,14 @@ STATUS = {
         "range": "You {mark}. Invalid: {cell} not 0-8.",
         "format": "You {mark}. Invalid: use <move>N</move>.",
     },
+    "board": {
+        "start": "{mark}",
+        "start_second": "{mark}",
+        "opponent": "{mark}",
+        "taken": "{mark} taken {cell}",
+        "range": "{mark} bad {cell}",
+        "format": "{mark} bad",
+    },
 }
 
 
@@ -64,6 +75,8 @@ def render_board(board: str, rendering: str) -> str:
         return f"Board:\n{grid}\nAvailable: {', '.join(map(str, moves))}"
     if rendering == "compact":
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
+    if rendering == "board":
+        return f"{board[:3]}/{board[3:6]}/{board[6:]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
 
 

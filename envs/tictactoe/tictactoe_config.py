@@ -10,7 +10,8 @@ class TicTacToeConfig:
     """Everything that defines a tic-tac-toe task; `load_environment(**kwargs)` takes these fields."""
 
     rendering: str = "compact"
-    """Board text: "compact" (short, for tiny models) or "grid" (readable by any chat LLM)."""
+    """Board text: "board" (the mark and the board alone, no system prompt: the shortest, for scratch models),
+    "compact" (a one-line rule, the board and the free cells) or "grid" (readable by any chat LLM)."""
 
     reply_format: str = "move"
     """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny
@@ -54,8 +55,8 @@ class TicTacToeConfig:
         low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError(f"random_move_prob must be a range (low, high) within [0, 1], got {(low, high)}")
-        if self.rendering not in ("compact", "grid"):
-            raise ValueError(f"rendering must be 'compact' or 'grid', got {self.rendering!r}")
+        if self.rendering not in ("compact", "grid", "board"):
+            raise ValueError(f"rendering must be 'board', 'compact' or 'grid', got {self.rendering!r}")
         if self.reply_format not in ("move", "think"):
             raise ValueError(f"reply_format must be 'move' or 'think', got {self.reply_format!r}")
         if self.history not in ("full", "current"):

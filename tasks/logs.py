@@ -1,9 +1,10 @@
-"""Stage logging: wander's own progress lines on stderr, the per-request chatter of HTTP libraries off by default.
+"""Stage logging: wander's own progress lines on stderr; other libraries' INFO chatter off by default.
 
-The synthesis talks to its teacher over HTTP, thousands of requests per run; httpx logs each at INFO and the
-embedded teacher's uvicorn would add an access line for each. Those loggers stay at WARNING unless asked for:
-`WANDER_LOG_LEVEL=DEBUG` (which reaches every stage run by DVC or the flow, through the environment) or a stage's
-`--verbose` option.
+The synthesis talks to its teacher over HTTP, thousands of requests per run; the OpenAI client's HTTP library
+logs each at INFO, the embedded teacher's uvicorn would add an access line for each, and Great Expectations
+announces its registrations on import. Only wander's loggers (and the stage's own) log at INFO; every other
+logger stays at WARNING unless asked for: a stage's `--verbose` option, or `WANDER_LOG_LEVEL=DEBUG` (which reaches
+every stage that DVC or the flow runs, through the environment).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import os
 import sys
 
 LEVEL_ENV = "WANDER_LOG_LEVEL"
-# Loggers that speak once per HTTP request or server start.
-CHATTY = ("httpx", "httpcore", "openai", "uvicorn", "uvicorn.access", "uvicorn.error")
+# Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
+OURS = ("envs", "tasks", "flows", "__main__")
 
 
 def log_level() -> int:
@@ -24,11 +25,11 @@ def log_level() -> int:
 
 
 def configure_logging(prefix: str, verbose: bool = False) -> int:
-    """Log to stderr as `<prefix>: message`; per-request library loggers at WARNING unless verbose or DEBUG."""
+    """Log to stderr as `<prefix>: message`: ours at WANDER_LOG_LEVEL, the rest at WARNING unless verbose or DEBUG."""
     level = log_level()
     logging.basicConfig(level=level, format=f"{prefix}: %(message)s", stream=sys.stderr)
-    logging.getLogger().setLevel(level)
-    chatty = level if verbose or level <= logging.DEBUG else max(level, logging.WARNING)
-    for name in CHATTY:
-        logging.getLogger(name).setLevel(chatty)
+    others = level if verbose or level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger().setLevel(others)  # every library logger without a level of its own inherits this
+    for name in (*OURS, prefix):
+        logging.getLogger(name).setLevel(level)
     return level

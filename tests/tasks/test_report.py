@@ -195,7 +195,9 @@ def test_run_returns_the_metrics_it_writes(tmp_path):
     )
     metrics = run(config)
     assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
-    assert metrics["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
+    assert metrics["m"]["random"]["non_loss"] == 1.0
+    matrix = json.loads((tmp_path / OUTPUTS["matrix"]).read_text())
+    assert matrix["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
 
 
 def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):

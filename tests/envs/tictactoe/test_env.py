@@ -59,7 +59,9 @@ def test_invalid_moves_reprompt_on_the_same_board_and_use_turns():
     assert ep.state["invalid"] == 7  # no tags, 9, and five replays of the taken cell 4
     assert ep.state["outcome"] == "loss" and ep.state["turn"] == 8  # ran out of turns
     assert ep.values["any_invalid"] == 1.0 and ep.values["invalid_moves"] == 7.0
-    assert ep.reward == pytest.approx(0.0 + 0.2 * ep.values["format"] - 0.1 * 7)  # the penalty is per invalid move
+    assert ep.reward == pytest.approx(
+        0.0 + 0.2 * ep.values["format"] - 0.1 * 7
+    )  # the penalty is per invalid move
     assert ep.messages[-1]["role"] == "assistant"
 
 

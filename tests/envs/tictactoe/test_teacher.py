@@ -19,7 +19,9 @@ def teacher_url():
 
 @pytest.mark.parametrize("reply_format", ["think", "move"])
 def test_openai_client_plays_a_whole_game_against_the_teacher(teacher_url, reply_format):
-    env = load_environment("tictactoe", rendering="grid", reply_format=reply_format, random_move_prob=(0.0, 0.0))
+    env = load_environment(
+        "tictactoe", rendering="grid", reply_format=reply_format, random_move_prob=(0.0, 0.0)
+    )
     client = openai.OpenAI(base_url=teacher_url, api_key="EMPTY", max_retries=0)
     assert [m.id for m in client.models.list().data] == [TEACHER_MODEL]
     env.reset(seed=3)
@@ -27,7 +29,9 @@ def test_openai_client_plays_a_whole_game_against_the_teacher(teacher_url, reply
     while not done:
         reply = client.chat.completions.create(model=TEACHER_MODEL, messages=env.episode.messages, seed=turns)
         content = reply.choices[0].message.content
-        assert "<move>" in content and ("<think>" in content) == (reply_format == "think")  # as the prompt asks
+        assert "<move>" in content and ("<think>" in content) == (
+            reply_format == "think"
+        )  # as the prompt asks
         assert reply.usage.completion_tokens > 0
         _, reward, done, info = env.step(content)
         turns += 1

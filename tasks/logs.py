@@ -16,6 +16,9 @@ import sys
 LEVEL_ENV = "WANDER_LOG_LEVEL"
 # Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
 OURS = ("envs", "tasks", "flows", "__main__")
+# Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
+# them a level, and then the root's level would not reach them.
+CHATTY = ("httpx", "httpx2", "httpcore", "openai", "uvicorn", "uvicorn.access", "uvicorn.error")
 
 
 def log_level() -> int:
@@ -30,6 +33,8 @@ def configure_logging(prefix: str, verbose: bool = False) -> int:
     logging.basicConfig(level=level, format=f"{prefix}: %(message)s", stream=sys.stderr)
     others = level if verbose or level <= logging.DEBUG else max(level, logging.WARNING)
     logging.getLogger().setLevel(others)  # every library logger without a level of its own inherits this
+    for name in CHATTY:
+        logging.getLogger(name).setLevel(others)
     for name in (*OURS, prefix):
         logging.getLogger(name).setLevel(level)
     return level

@@ -13,6 +13,8 @@ export HF_HUB_OFFLINE=1
 export HF_DATASETS_OFFLINE=1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS=1
 export TOKENIZERS_PARALLELISM=false
+# Prefect waits 20 s for its ephemeral API by default: too little on two cores shared with other work.
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 

@@ -108,7 +108,7 @@ def summary(root: Path, run_id: str | None = None) -> str:
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     eval_dir = root / params["evaluate"]["out_dir"]
-    metrics = json.loads((eval_dir / "metrics.json").read_text())["policies"]
+    metrics = json.loads((eval_dir / "matrix.json").read_text())["policies"]
     candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
     register_file = root / params["layout"]["metrics"] / "register.json"
     registered = json.loads(register_file.read_text()) if register_file.exists() else {}

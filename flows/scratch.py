@@ -32,6 +32,8 @@ def project_env(root: Path) -> dict[str, str]:
     """Environment for commands in the copy: our Python first on PATH, a private Prefect home, no run ids."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env["PREFECT_HOME"] = str(root / ".prefect")
+    # Prefect waits 20 s for its ephemeral API by default; on two busy cores its start-up took longer.
+    env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     # Bytecode written into code deps (as on any machine without PYTHONDONTWRITEBYTECODE) must not rerun stages.
     for key in (
         "MLFLOW_TRACKING_URI",

@@ -16,23 +16,20 @@ from envs import Policy
 from tasks import tracking
 from tasks.evaluate_config import DEFAULT_OPPONENTS, EvaluateConfig, parse_policies
 from tasks.matrix import RATES, MatrixResult, run_matrix
-from tasks.report import metrics_dict, write_report
+from tasks.report import headline_metrics, write_report
 
 logger = logging.getLogger(__name__)
 
 
 def run(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> dict:
-    """The stage: compute the matrix, write every output under `config.out_dir`, return the metrics."""
-    return metrics_dict(evaluate(config, built), config.seed)
+    """The stage: compute the matrix, write every output under `config.out_dir`, return the headline metrics."""
+    return headline_metrics(evaluate(config, built), config.baseline)
 
 
 def evaluate(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> MatrixResult:
     """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies."""
     result = run_matrix(config, built)
     paths = write_report(result, config.out_dir, config.seed, config.baseline)
-    for name, seconds in result.seconds.items():
-        games = len(result.episodes[name])
-        logger.info("%s: %d games in %.1f s (%.1f games/s)", name, games, seconds, games / seconds)
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     log_to_mlflow(result, config)
     return result

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from tasks.atomic import atomic_dir
+from tasks.fingerprint import fingerprint
 from tasks.grpo_config import GRPOStageConfig
 from tasks.sft import cpu_args
 from tasks.tracking import set_tags, write_metrics
@@ -63,7 +64,7 @@ def run(config: GRPOStageConfig, stage: str) -> dict:
     curriculum = Curriculum(stages)
     start = time.monotonic()
     trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
-    result = train_resumable(trainer)
+    result = train_resumable(trainer, fingerprint=fingerprint((config, stage), start_model))
     out = Path(config.models_dir) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))

@@ -7,6 +7,7 @@ model answers every live game of every cell in one `generate` call per turn.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
 from envs.tictactoe.players import RandomPlayer, opponent_skill
 from tasks.evaluate_config import EvaluateConfig
 
+logger = logging.getLogger(__name__)
 SIDES = ("first", "second")
 # Rates with a Wilson interval, each from a count of successes out of games (or moves, for optimality).
 RATES = ("win", "draw", "loss", "non_loss", "invalid", "move_optimality")
@@ -210,7 +212,14 @@ def run_matrix(config: EvaluateConfig, built: Mapping[str, Policy] | None = None
         decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
         start = time.perf_counter()
         episodes = play_row(env, name, policy, specs, config.max_batch_size, config.progress)
-        result.seconds[name] = time.perf_counter() - start
+        result.seconds[name] = seconds = time.perf_counter() - start
+        logger.info(  # one progress line per row: a long matrix shows life without a bar
+            "%s: %d games in %.1f s (%.1f games/s)",
+            name,
+            len(episodes),
+            seconds,
+            len(episodes) / max(seconds, 1e-9),
+        )
         del policy  # a local model's memory goes before the next row loads
         result.episodes[name] = episodes
         for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):

@@ -72,7 +72,7 @@ def champion_rows(
     policy = (
         mlflow.pyfunc.load_model(f"models:/{config.model_name}@{config.alias}").unwrap_python_model().policy
     )
-    suite = json.loads((eval_dir / "metrics.json").read_text())
+    suite = json.loads((eval_dir / "matrix.json").read_text())
     opponents = list(dict.fromkeys(r["opponent"] for r in candidate_rows))
     eval_config = EvaluateConfig(
         policies={"champion": "registry"},

@@ -22,7 +22,7 @@ class RegisterConfig:
     """Data folders the candidate was trained on; their DVC hashes become version tags."""
 
     eval_dir: str = "data/eval"
-    """Folder of the evaluate stage's metrics.json and matrix.csv."""
+    """Folder of the evaluate stage's matrix.json and matrix.csv."""
 
     baseline: str | None = "teacher"
     """Matrix row the candidate must be no worse than in any column (the teacher); null skips that gate."""

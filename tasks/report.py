@@ -1,4 +1,5 @@
-"""Outputs of the opponent matrix: metrics JSON, tidy CSV, two plots and a Markdown report, all written atomically."""
+"""Outputs of the opponent matrix: headline metrics, the whole matrix (JSON and tidy CSV), two plots and a Markdown
+report, all written atomically."""
 
 from __future__ import annotations
 
@@ -17,13 +18,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from envs import Episode  # noqa: E402
+from envs.policies.loading import SCRIPTED  # noqa: E402
 from envs.tictactoe.render import parse_board  # noqa: E402
 from tasks.atomic import write_atomic, write_text  # noqa: E402
 from tasks.compare import compare, conclusion  # noqa: E402
-from tasks.matrix import SIDES, MatrixResult, summary  # noqa: E402
+from tasks.matrix import SIDES, MatrixResult, pooled, summary  # noqa: E402
 
 OUTPUTS = {
     "metrics": "metrics.json",
+    "matrix": "matrix.json",
     "csv": "matrix.csv",
     "heatmap": "non_loss_heatmap.png",
     "bars": "non_loss_by_policy.png",
@@ -31,6 +34,7 @@ OUTPUTS = {
 }
 SIDE_LABEL = {"first": "moves first", "second": "moves second"}
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
+HEADLINE_RATES = ("non_loss", "win", "loss", "invalid")
 
 
 def _finite(value: float | int | None) -> float | int | None:
@@ -41,8 +45,8 @@ def _finite(value: float | int | None) -> float | int | None:
 # ----- metrics and CSV -----
 
 
-def metrics_dict(result: MatrixResult, seed: int) -> dict:
-    """Nested numbers for `dvc metrics`: policies.<row>.overall and policies.<row>.opponents.<opponent>.<side>."""
+def matrix_dict(result: MatrixResult, seed: int) -> dict:
+    """The whole matrix as nested numbers: policies.<row>.overall and policies.<row>.opponents.<opponent>.<side>."""
     policies = {}
     for name in result.policies:
         rows = [r for r in result.rows if r["policy"] == name]
@@ -54,6 +58,35 @@ def metrics_dict(result: MatrixResult, seed: int) -> dict:
         policies[name] = {"overall": summary(rows), "opponents": opponents}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
     return {"games_per_cell": result.games, "seed": seed, "policies": clean}
+
+
+def headline_policies(result: MatrixResult, baseline: str | None = None) -> list[str]:
+    """The rows `dvc metrics` shows: the candidate (the last model row, not a scripted player) and the baseline."""
+    names = list(result.policies)
+    baseline = baseline or names[0]
+    models = [n for n in names if n != baseline and result.policies[n].split("-")[0] not in SCRIPTED]
+    return [*models[-1:], baseline]
+
+
+def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+    """A few numbers a person can compare across experiments: <row>.<opponent>.<rate>, both sides pooled.
+
+    The whole matrix (every row, side, interval and count) is matrix.json, matrix.csv and the report; DVC shows
+    every number of a metrics file as a column, so this file stays small enough for `dvc exp show`.
+    """
+    out: dict = {}
+    for name in headline_policies(result, baseline):
+        rows = [r for r in result.rows if r["policy"] == name]
+        out[name] = {
+            opponent: {
+                metric: _finite(
+                    round(pooled([r for r in rows if r["opponent"] == opponent], metric)["mean"], 4)
+                )
+                for metric in HEADLINE_RATES
+            }
+            for opponent in result.opponents
+        }
+    return out
 
 
 def csv_text(rows: list[dict]) -> str:
@@ -343,7 +376,8 @@ def write_report(
     """Write every output under `out_dir`; return their paths by kind."""
     out = Path(out_dir)
     paths = {kind: out / name for kind, name in OUTPUTS.items()}
-    write_text(paths["metrics"], json.dumps(metrics_dict(result, seed), indent=2) + "\n")
+    write_text(paths["metrics"], json.dumps(headline_metrics(result, baseline), indent=2) + "\n")
+    write_text(paths["matrix"], json.dumps(matrix_dict(result, seed), indent=2) + "\n")
     write_text(paths["csv"], csv_text(result.rows))
     plot_heatmap(result, paths["heatmap"])
     plot_bars(result, paths["bars"])

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from tasks.atomic import atomic_dir, read_jsonl
+from tasks.fingerprint import fingerprint
 from tasks.sft_config import SFTStageConfig
 from tasks.tracking import set_tags, write_metrics
 
@@ -64,7 +65,7 @@ def run(config: SFTStageConfig) -> dict:
     )
     start = time.monotonic()
     trainer = SFTTrainer(model=config.base_model, args=args, train_dataset=dataset)
-    result = train_resumable(trainer)
+    result = train_resumable(trainer, fingerprint=fingerprint(config, config.base_model, config.data_dir))
     out = Path(config.models_dir) / "sft"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))

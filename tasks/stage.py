@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+from tasks.logs import configure_logging
 from tasks.params import PARAMS_FILE, ParamsError, load_config, stage_class
 from tasks.validation import DataValidationError
 
@@ -34,8 +35,11 @@ def stage_main(
         help="merge params.<profile>.yaml onto the params, e.g. smoke (outside DVC)",
     )
     parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
+    parser.add_argument(
+        "--verbose", action="store_true", help="also log every HTTP request (or set WANDER_LOG_LEVEL=DEBUG)"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=f"{stage}: %(message)s", stream=sys.stderr)
+    configure_logging(stage, args.verbose)
     try:
         config = load_config(stage_class(stage), stage, path=args.params, profile=args.profile)
     except ParamsError as e:

@@ -12,8 +12,6 @@ restarts where it stopped: journaled seeds are skipped, none is played twice, no
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import random
 import sys
@@ -32,6 +30,7 @@ from envs.policies.openai_policy_config import OpenAIPolicyConfig
 from envs.policies.openai_server import serve_in_thread
 from envs.tictactoe.teacher import teacher_app
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
+from tasks.fingerprint import digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
 from tasks.synthesize_config import SynthesizeConfig
@@ -120,7 +119,7 @@ def fingerprint(config: SynthesizeConfig) -> str:
         "max_tokens": config.max_tokens,
         "seed": config.seed,
     }
-    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
+    return digest(decisive)
 
 
 def journal_path(config: SynthesizeConfig) -> Path:

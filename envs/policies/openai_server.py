@@ -220,7 +220,9 @@ def serve_in_thread(
     sock.bind((host, port))
     port = sock.getsockname()[1]
     netloc = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+    # No log config of uvicorn's own: its loggers follow the process's logging setup, where a stage keeps the
+    # per-request access lines off unless asked for (tasks/logs.py).
+    config = uvicorn.Config(app, log_config=None, log_level=None, timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{port}"

@@ -19,14 +19,13 @@ the operator. What each trainer gets from the env:
 
 from __future__ import annotations
 
-import copy
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from envs.environment import Environment
+if TYPE_CHECKING:  # only for annotations: envs.environment imports this module lazily for `>>`
+    from envs.environment import Environment
 
 
 @dataclass
@@ -104,23 +103,3 @@ def _builder(trainer_cls: type) -> Callable[..., Any]:
         f"no composition of environments with {trainer_cls.__name__}; supported: GRPOTrainer, RLOOTrainer, "
         "DPOTrainer, SFTTrainer (and their subclasses)"
     )
-
-
-def replace_args(args: Any, **changes: Any) -> Any:
-    """A shallow copy of a trainer config with some fields changed: the caller's config is left as it was."""
-    args = copy.copy(args)
-    for name, value in changes.items():
-        setattr(args, name, value)
-    return args
-
-
-def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The newest `checkpoint-N` folder in `output_dir`, or None."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(output_dir)) if os.path.isdir(output_dir) else None
-
-
-def train_resumable(trainer: Any) -> Any:
-    """`trainer.train()`, resuming from the last checkpoint in its output_dir when a killed run left one."""
-    return trainer.train(resume_from_checkpoint=last_checkpoint(trainer.args.output_dir))

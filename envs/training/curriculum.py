@@ -18,7 +18,8 @@ from typing import Any
 from transformers import TrainerCallback
 
 from envs.environment import Environment
-from envs.training.compose import TrainerSpec, compose, train_resumable, trainer_spec
+from envs.training.checkpoints import train_resumable
+from envs.training.compose import TrainerSpec, compose, trainer_spec
 from envs.training.curriculum_config import CurriculumStage
 
 DONE_FILE = "stage_done.json"

@@ -11,6 +11,7 @@ from datasets import Dataset
 from envs.environment import Environment
 from envs.policies.base import Message
 from envs.sampling import stratified_order
+from envs.training.rollout_config import RolloutConfig
 
 # TRL hands a rollout_func only the prompts, so the spec rides inside the prompt's first message under
 # this key (chat templates render role and content only); reward functions and environment factories
@@ -86,3 +87,39 @@ def num_strata(env: Environment, split: str = "train") -> int:
     specs = env.get_dataset(split)
     columns = specs.column_names if hasattr(specs, "column_names") else []
     return len(set(specs["stratum"])) if "stratum" in columns else 1
+
+
+def rollout_dataset(env: Environment, rollout: RolloutConfig, args: Any, spec_in_prompt: bool = False) -> Any:
+    """The trainer's dataset of episode specs, as the rollout config asks; refuses batches missing a stratum."""
+    if rollout.stratified:
+        check_strata(env, rollout.split, args)
+    return episode_dataset(
+        env,
+        rollout.split,
+        num_rows=rollout.num_rows or rows_needed(args),
+        seed=args.seed if rollout.seed is None else rollout.seed,
+        stratified=rollout.stratified,
+        spec_in_prompt=spec_in_prompt,
+    )
+
+
+def rows_needed(args: Any) -> int | None:
+    """Distinct prompts (episode groups) a run draws: enough for max_steps, or None for one pass."""
+    if args.max_steps is None or args.max_steps <= 0:
+        return None
+    per_generation = args.generation_batch_size // args.num_generations  # global, all processes
+    micro_batches = args.max_steps * args.gradient_accumulation_steps
+    generations = -(-micro_batches // (args.steps_per_generation * args.num_iterations))
+    return per_generation * generations
+
+
+def check_strata(env: Environment, split: str, args: Any) -> None:
+    """Refuse a generation batch that cannot hold every stratum equally often."""
+    strata = num_strata(env, split)
+    groups = args.generation_batch_size // args.num_generations
+    if groups % strata:
+        raise ValueError(
+            f"each generation batch holds {groups} episode groups (generation_batch_size "
+            f"{args.generation_batch_size} / num_generations {args.num_generations}), which does not divide by the "
+            f"{strata} difficulty strata of {env.name}; choose sizes so every batch covers every stratum equally"
+        )

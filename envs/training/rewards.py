@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envs.environment import Environment
-from envs.training.compose import replace_args
+from envs.training.args import replace_args
 
 EPISODE = "episode"  # TRL logs it as rewards/episode/mean: the rubric's weighted total
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.policies.base import Reply
-from envs.training.grpo import rollout_dataset
+from envs.training.episode_data import rollout_dataset
 from envs.training.rewards import rubric_args, rubric_reward_funcs
 from envs.training.rollout_config import RolloutConfig
 

@@ -9,7 +9,7 @@ from datasets import Dataset
 
 from envs.environment import Environment
 from envs.episode import Episode
-from envs.training.compose import replace_args
+from envs.training.args import replace_args
 from envs.training.episode_data import spec_order
 from envs.training.sft_data_config import SFTDataConfig
 

@@ -16,9 +16,8 @@ from typing import Any
 from envs.episode import Episode
 from envs.policies.base import Message
 from envs.tool_env import TOOL_PROMPT, ToolEnv
-from envs.training.compose import replace_args
-from envs.training.episode_data import SPEC_KEY
-from envs.training.grpo import rollout_dataset
+from envs.training.args import replace_args
+from envs.training.episode_data import SPEC_KEY, rollout_dataset
 from envs.training.rewards import rubric_args, rubric_reward_funcs
 from envs.training.rollout_config import RolloutConfig
 

@@ -33,10 +33,11 @@ def test_eval_prints_the_table_and_writes_the_report(tmp_path, capsys):
     assert "10 games per cell" in stdout and "non-loss [95% CI]" in stdout
     assert stdout.count("minimax ") >= 4 and stdout.count("rnd ") == 4  # one line per opponent x side
     assert {p.name for p in out.iterdir()} == {
-        "metrics.json", "matrix.csv", "non_loss_heatmap.png", "non_loss_by_policy.png", "report.md",
+        "metrics.json", "matrix.json", "matrix.csv", "non_loss_heatmap.png", "non_loss_by_policy.png", "report.md",
     }  # fmt: skip
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["policies"]["minimax"]["overall"]["loss"] == 0.0
+    matrix = json.loads((out / "matrix.json").read_text())
+    assert matrix["policies"]["minimax"]["overall"]["loss"] == 0.0
+    assert json.loads((out / "metrics.json").read_text())["minimax"]["minimax-0"]["loss"] == 0.0
 
 
 def test_eval_refuses_bad_input_with_the_fix(tmp_path, capsys):

@@ -187,3 +187,39 @@ def test_deployments_run_through_a_local_prefect_server_and_worker(project):
     assert (champion == retrained["version"]) == retrained["promoted"]
     version = client.get_model_version("wander-tictactoe", str(retrained["version"]))
     assert version.tags["wander.promoted"] == str(retrained["promoted"]).lower()
+
+
+@pytest.mark.slow
+def test_dvc_metrics_show_the_evaluation_headline_not_the_whole_matrix(project):
+    root, _ = project
+    table = sh(["dvc", "metrics", "show", "data/eval/metrics.json"], root).splitlines()
+    columns = table[0].split()[1:]  # after "Path"
+    # Candidate and baseline x 5 opponents x (non_loss, win, loss, invalid); it was thousands of columns.
+    assert len(columns) == 40 and len(table[0]) < 2000
+    assert "grpo-strong.minimax-0.non_loss" in columns and "teacher.random.win" in columns
+    matrix = json.loads((root / "data/eval/matrix.json").read_text())
+    assert set(matrix["policies"]) >= {
+        "base",
+        "sft",
+        "grpo-wide",
+        "grpo-strong",
+        "teacher",
+    }  # the rest, as outs
+
+
+@pytest.mark.slow
+def test_a_changed_sft_learning_rate_retrains_sft_and_every_grpo_stage_from_the_new_weights(project):
+    """Checkpoints left by the finished runs must not be resumed by the changed ones (weights would not move)."""
+    root, _ = project
+    models = ("sft", "grpo-wide", "grpo-strong")
+    before = {m: (root / "data/models" / m / "model.safetensors").read_bytes() for m in models}
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["sft"]["learning_rate"] *= 10
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    out = sh(["dvc", "repro", "grpo@strong"], root)  # only the training chain: keep the budget small
+    ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
+    assert ran == ["sft", "grpo@wide", "grpo@strong"]
+    for model in models:
+        assert (root / "data/models" / model / "model.safetensors").read_bytes() != before[model], model
+    assert json.loads((root / "data/metrics/sft.json").read_text())["train_loss"] > 0
+    assert not list((root / "data/work").rglob("checkpoint-*"))  # a finished run leaves nothing to resume

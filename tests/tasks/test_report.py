@@ -61,8 +61,8 @@ def test_every_output_is_written_atomically(paths, config):
     assert not [p for p in paths["report"].parent.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_metrics_json_is_nested_numbers(paths, result):
-    metrics = json.loads(paths["metrics"].read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+def test_matrix_json_is_nested_numbers(paths, result):
+    metrics = json.loads(paths["matrix"].read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert metrics["games_per_cell"] == 40
     for name in result.policies:
         assert metrics["policies"][name]["overall"]["games"] == 40 * len(OPPONENTS) * 2
@@ -72,6 +72,48 @@ def test_metrics_json_is_nested_numbers(paths, result):
             for side in SIDES:
                 assert cells[side]["non_loss"] == result.row(name, opponent, side)["non_loss"]
                 assert all(isinstance(v, (int, float)) for v in cells[side].values())
+
+
+def leaves(tree: dict) -> list:
+    return [x for v in tree.values() for x in (leaves(v) if isinstance(v, dict) else [v])]
+
+
+def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
+    config = EvaluateConfig(
+        policies={
+            "old": "data/models/sft",
+            "new": "data/models/grpo",
+            "teacher": "expert-0.5",
+            "rnd": "random",
+        },
+        opponents=OPPONENTS,
+        games=12,
+        out_dir=str(tmp_path),
+        progress=False,
+        baseline="teacher",
+    )
+
+    def built():  # stand-ins for the model folders, fresh for each run
+        return {"old": Clumsy(seed=2), "new": RandomPlayer(seed=3)}
+
+    result = run_matrix(config, built=built())
+    paths = write_report(result, tmp_path, config.seed, config.baseline)
+    metrics = json.loads(paths["metrics"].read_text())
+    # The last model row is the candidate; scripted rows and earlier checkpoints stay in the matrix only.
+    assert list(metrics) == ["new", "teacher"]
+    assert len(leaves(metrics)) == 2 * len(OPPONENTS) * 4
+    for name in metrics:
+        for opponent in OPPONENTS:
+            both = [r for r in rows_of(result, name) if r["opponent"] == opponent]
+            games = sum(r["games"] for r in both)
+            assert metrics[name][opponent] == {
+                "non_loss": round(1 - sum(r["losses"] for r in both) / games, 4),
+                "win": round(sum(r["wins"] for r in both) / games, 4),
+                "loss": round(sum(r["losses"] for r in both) / games, 4),
+                "invalid": round(sum(r["invalid_games"] for r in both) / games, 4),
+            }
+    assert run(config, built()) == metrics  # the stage returns what it wrote
+    assert "old" in json.loads(paths["matrix"].read_text())["policies"]
 
 
 def test_csv_has_one_row_per_policy_opponent_side(paths, result):
@@ -153,7 +195,9 @@ def test_run_returns_the_metrics_it_writes(tmp_path):
     )
     metrics = run(config)
     assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
-    assert metrics["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
+    assert metrics["m"]["random"]["non_loss"] == 1.0
+    matrix = json.loads((tmp_path / OUTPUTS["matrix"]).read_text())
+    assert matrix["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
 
 
 def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -211,3 +212,35 @@ def test_journal_drops_a_torn_tail_and_keeps_the_first_record(tmp_path: Path) ->
     assert journal.path.read_text().endswith("\n")  # the torn tail is cut off the file
     journal.append([{"seed": 3, "v": "c"}])
     assert set(journal.load()) == {1, 2, 3}
+
+
+def synthesize_output(params: dict, root: Path, *extra: str) -> str:
+    """stderr of `python -m tasks.synthesize` on `params`, run as DVC runs it."""
+    params_file = root / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params))
+    done = subprocess.run(
+        [sys.executable, "-m", "tasks.synthesize", "--params", str(params_file), "--no-mlflow", *extra],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "WANDER_LOG_LEVEL"},  # the default level
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+def test_synthesis_logs_one_line_per_batch_and_no_line_per_request(
+    tmp_path: Path, params_at, shared_params: dict, generated: dict
+) -> None:
+    params = with_specs(params_at, tmp_path, shared_params)
+    quiet = synthesize_output(params, tmp_path)
+    specs = read_jsonl(Path(params["layout"]["datasets"]) / "train.jsonl")
+    batches = -(-len(specs) // params["synthesize"]["batch_size"])
+    assert "HTTP Request" not in quiet and "POST /v1" not in quiet and "Uvicorn running" not in quiet
+    assert sum("episodes (" in line for line in quiet.splitlines()) == batches  # one progress line per batch
+    assert len(quiet.splitlines()) < 20
+
+    loud = synthesize_output(params, tmp_path, "--verbose")
+    assert loud.count("HTTP Request: POST") >= batches  # the switch brings the request lines back
+    assert loud.count("POST /v1/chat/completions") >= batches  # and the embedded teacher's access lines

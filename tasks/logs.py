@@ -1,0 +1,40 @@
+"""Stage logging: wander's own progress lines on stderr; other libraries' INFO chatter off by default.
+
+The synthesis talks to its teacher over HTTP, thousands of requests per run; the OpenAI client's HTTP library
+logs each at INFO, the embedded teacher's uvicorn would add an access line for each, and Great Expectations
+announces its registrations on import. Only wander's loggers (and the stage's own) log at INFO; every other
+logger stays at WARNING unless asked for: a stage's `--verbose` option, or `WANDER_LOG_LEVEL=DEBUG` (which reaches
+every stage that DVC or the flow runs, through the environment).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+LEVEL_ENV = "WANDER_LOG_LEVEL"
+# Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
+OURS = ("envs", "tasks", "flows", "__main__")
+# Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
+# them a level, and then the root's level would not reach them.
+CHATTY = ("httpx", "httpx2", "httpcore", "openai", "uvicorn", "uvicorn.access", "uvicorn.error")
+
+
+def log_level() -> int:
+    """The level WANDER_LOG_LEVEL names (DEBUG, INFO, WARNING, ...), INFO when unset or not a level name."""
+    name = os.environ.get(LEVEL_ENV, "INFO").strip().upper()
+    return logging.getLevelNamesMapping().get(name, logging.INFO)
+
+
+def configure_logging(prefix: str, verbose: bool = False) -> int:
+    """Log to stderr as `<prefix>: message`: ours at WANDER_LOG_LEVEL, the rest at WARNING unless verbose or DEBUG."""
+    level = log_level()
+    logging.basicConfig(level=level, format=f"{prefix}: %(message)s", stream=sys.stderr)
+    others = level if verbose or level <= logging.DEBUG else max(level, logging.WARNING)
+    logging.getLogger().setLevel(others)  # every library logger without a level of its own inherits this
+    for name in CHATTY:
+        logging.getLogger(name).setLevel(others)
+    for name in (*OURS, prefix):
+        logging.getLogger(name).setLevel(level)
+    return level

@@ -75,11 +75,15 @@ def keep(episode: Episode, filters: Sequence[EpisodeFilter]) -> bool:
 
 
 def sft_rows(
-    episodes: Iterable[Episode], filters: Iterable[str | EpisodeFilter] = ()
+    episodes: Iterable[Episode], filters: Iterable[str | EpisodeFilter] = (), env: Environment | None = None
 ) -> list[dict[str, Any]]:
-    """One row per kept episode: `messages` is the whole conversation, exactly as played."""
+    """Rows of the kept episodes: the whole conversation as played, or with `env`, its `training_conversations`
+    (one row per model turn when the env's turns read only the current observation)."""
     predicates = resolve_filters(filters)
-    return [{"messages": [dict(m) for m in ep.messages]} for ep in episodes if keep(ep, predicates)]
+    kept = [[dict(m) for m in ep.messages] for ep in episodes if keep(ep, predicates)]
+    if env is None:
+        return [{"messages": messages} for messages in kept]
+    return [{"messages": c} for messages in kept for c in env.training_conversations(messages)]
 
 
 def play_teacher(env: Environment, config: SFTDataConfig) -> list[Episode]:
@@ -96,7 +100,7 @@ def play_teacher(env: Environment, config: SFTDataConfig) -> list[Episode]:
 def sft_dataset(env: Environment, config: SFTDataConfig | None = None) -> Dataset:
     """The SFT dataset of an env: the teacher's kept episodes, one conversation per row."""
     config = config or SFTDataConfig()
-    rows = sft_rows(play_teacher(env, config), config.filters)
+    rows = sft_rows(play_teacher(env, config), config.filters, env)
     if not rows:
         raise ValueError(
             f"no episode of {config.num_episodes} passed the filters {list(config.to_dict()['filters'])}; "

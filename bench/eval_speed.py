@@ -9,13 +9,13 @@ from pathlib import Path
 from envs import load_environment
 from envs.policies.scratch_model import build_scratch_model
 from envs.policies.scratch_model_config import ScratchModelConfig
-from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import run_matrix
+from tasks.sections import EvaluateConfig
 
 
 def matrix_speed(spec: str, games_per_cell: int) -> dict:
     """Wall time of the whole matrix (5 opponents x 2 sides) for one policy, model loading included."""
-    config = EvaluateConfig(policies={"bench": spec}, games=games_per_cell, progress=False)
+    config = EvaluateConfig(baseline=None, policies={"bench": spec}, games=games_per_cell, progress=False)
     start = time.perf_counter()
     result = run_matrix(config)
     seconds = time.perf_counter() - start

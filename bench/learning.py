@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from tasks.grpo_config import GRPOStageConfig
+from tasks.sections import GRPO as GRPOSection
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -29,9 +29,9 @@ SFT_EPOCHS = 3
 # temperature keep what GRPO improves close to the greedy policy. Measured from the same SFT start: at T=1 greedy
 # non-loss vs minimax fell (0.055 -> 0.015); at T=0.3 it rose to 0.535 and greedy invalid games fell to 0.02.
 GRPO_STAGES = (("strong", (0.0, 0.2), 300, 0.3),)
-# The GRPO trainer settings besides the stages are the pipeline's (tasks/grpo_config.py): the demo measures what
+# The GRPO trainer settings besides the stages are the pipeline's (tasks/sections.py): the demo measures what
 # `make run` trains with. The invalid-move penalty is for the training reward only; evaluation counts invalid games.
-GRPO = GRPOStageConfig()
+GRPO = GRPOSection()
 GRPO_INVALID_PENALTY = GRPO.invalid_penalty  # training reward only (the env's default is -0.1)
 GAMES_PER_STEP = GRPO.batch_size  # 4 episode groups of NUM_GENERATIONS, one per difficulty stratum
 NUM_GENERATIONS = GRPO.num_generations

@@ -7,7 +7,7 @@ import sys
 
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from tasks.compare import compare, conclusion
-from tasks.evaluate import add_arguments, config_from_args, evaluate
+from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
 from tasks.matrix import RATES, run_matrix
 from tasks.report import text_table
 
@@ -15,7 +15,7 @@ from tasks.report import text_table
 def eval_command(args: argparse.Namespace) -> int:
     """Play each policy against the opponent matrix, print the table and write the report."""
     config = config_from_args(args, args.out)
-    result = evaluate(config)
+    result = evaluate(config, env=env_from_args(args))
     print(text_table(result))
     print(f"\nreport, plots, metrics and CSV written to {config.out_dir}/")
     return 0
@@ -25,7 +25,8 @@ def compare_command(args: argparse.Namespace) -> int:
     """Play A and B on the same frozen suite and say per column whether B is better, from the intervals."""
     args.policy = [args.a, args.b]
     config = config_from_args(args, args.out or "")
-    result = evaluate(config) if args.out else run_matrix(config)
+    env = env_from_args(args)
+    result = evaluate(config, env=env) if args.out else run_matrix(config, env=env)
     a, b = config.policies
     rows_a, rows_b = ([r for r in result.rows if r["policy"] == name] for name in (a, b))
     found = compare(rows_a, rows_b, args.metric)

@@ -14,25 +14,25 @@ from pathlib import Path
 from envs import load_environment
 from envs.policies import scratch_model
 from tasks.atomic import atomic_dir, write_json
-from tasks.build_model_config import SCRATCH, BuildModelConfig
+from tasks.sections import Params
 from tasks.tracking import set_tags, write_metrics
 
 logger = logging.getLogger(__name__)
 ORIGIN_FILE = "wander_model.json"  # where the model came from, read by lineage tags downstream
+SCRATCH = "scratch"
 
 
-def run(config: BuildModelConfig) -> dict:
-    """Build or copy the base model into `config.output_dir` (atomically); return and write its metrics."""
+def run(params: Params) -> dict:
+    """Build or copy the base model into `layout.base_model` (atomically); return and write its metrics."""
+    config, output_dir = params.build_model, params.layout.base_model
     start = time.monotonic()
-    with atomic_dir(config.output_dir) as tmp:
+    with atomic_dir(output_dir) as tmp:
         if config.model == SCRATCH:
-            env = load_environment(**config.env)
-            logger.info(
-                "training a tokenizer on the %s corpus and building a scratch model", config.env["name"]
-            )
+            env = load_environment(**params.env.kwargs())
+            logger.info("training a tokenizer on the %s corpus and building a scratch model", params.env.name)
             tokenizer = scratch_model.build_tokenizer(env.corpus(), config.scratch)
             model = scratch_model.build_model(tokenizer, config.scratch)
-            origin = {"model": SCRATCH, "env": config.env, "scratch": config.scratch.to_dict()}
+            origin = {"model": SCRATCH, "env": params.env.kwargs(), "scratch": config.scratch.to_dict()}
             write_json(tmp / "scratch_model_config.json", config.scratch.to_dict())
         else:
             logger.info("copying %s", config.model)
@@ -53,9 +53,9 @@ def run(config: BuildModelConfig) -> dict:
         "context_length": context,
         "seconds": round(time.monotonic() - start, 2),
     }
-    write_metrics(Path(config.metrics_dir) / "build_model.json", metrics)
-    set_tags({"wander.model.source": config.model, "wander.model.dir": config.output_dir})
-    logger.info("%s: %d parameters, vocabulary %d", config.output_dir, metrics["parameters"], len(tokenizer))
+    write_metrics(Path(params.layout.metrics) / "build_model.json", metrics)
+    set_tags({"wander.model.source": config.model, "wander.model.dir": output_dir})
+    logger.info("%s: %d parameters, vocabulary %d", output_dir, metrics["parameters"], len(tokenizer))
     return metrics
 
 

@@ -24,7 +24,7 @@ from envs.policies.scratch_model import load_tokenizer
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.build_model import context_length
-from tasks.curate_config import CurateConfig
+from tasks.sections import Curate, Params
 from tasks.tracking import log_artifact, log_dict, write_metrics
 from tasks.validation import gxe, validate
 
@@ -32,23 +32,24 @@ logger = logging.getLogger(__name__)
 ROLE_LETTERS = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 
 
-def run(config: CurateConfig) -> dict:
+def run(params: Params) -> dict:
     """Filter, dedupe, balance, measure, validate, then write the SFT dataset; return and write the metrics."""
+    config, model_dir, output_dir = params.curate, params.layout.base_model, params.layout.sft
     start = time.monotonic()
-    path = Path(config.episodes_dir) / "episodes.jsonl"
+    path = Path(params.layout.episodes) / "episodes.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"no teacher episodes at {path}; run the synthesize stage first")
     episodes = read_jsonl(path)
     kept, dropped = select(episodes, config)
     rows = [sft_row(r) for r in kept]
-    max_length = config.max_length or context_length(config.model_dir)
-    for row, n in zip(rows, count_tokens([r["messages"] for r in rows], config.model_dir), strict=True):
+    max_length = config.max_length or context_length(model_dir)
+    for row, n in zip(rows, count_tokens([r["messages"] for r in rows], model_dir), strict=True):
         row["n_tokens"] = n
     train, held_out = split_eval(rows, config.eval_fraction, config.seed)
-    groups = TicTacToeConfig.from_kwargs(**{k: v for k, v in config.env.items() if k != "name"}).num_groups
+    env = TicTacToeConfig.from_kwargs(**params.env.settings())
     frame = check_frame(train + held_out, {r["seed"] for r in held_out})
-    report = validate(frame, sft_expectations(config, len(frame), groups, max_length), "sft data")
-    with atomic_dir(config.output_dir) as tmp:
+    report = validate(frame, sft_expectations(config, len(frame), env, max_length), "sft data")
+    with atomic_dir(output_dir) as tmp:
         write_jsonl(tmp / "train.jsonl", train)
         if held_out:
             write_jsonl(tmp / "eval.jsonl", held_out)
@@ -73,8 +74,8 @@ def run(config: CurateConfig) -> dict:
         "max_length": max_length,
         "seconds": round(time.monotonic() - start, 2),
     }
-    write_metrics(Path(config.metrics_dir) / "curate.json", metrics)
-    log_artifact(Path(config.output_dir) / "validation.json", "validation")
+    write_metrics(Path(params.layout.metrics) / "curate.json", metrics)
+    log_artifact(Path(output_dir) / "validation.json", "validation")
     log_dict(train[:3], "samples/sft_rows.json")
     logger.info(
         "kept %d of %d games (train %d, eval %d); dropped %s",
@@ -87,7 +88,7 @@ def run(config: CurateConfig) -> dict:
     return metrics
 
 
-def select(episodes: list[dict], config: CurateConfig) -> tuple[list[dict], dict[str, int]]:
+def select(episodes: list[dict], config: Curate) -> tuple[list[dict], dict[str, int]]:
     """The games to keep, in input order, and how many each filter dropped."""
     dropped: dict[str, int] = {}
 
@@ -198,12 +199,11 @@ def check_frame(rows: list[dict], held_out: set) -> pd.DataFrame:
     return frame
 
 
-def sft_expectations(config: CurateConfig, rows: int, groups: int, max_length: int) -> list:
+def sft_expectations(config: Curate, rows: int, env: TicTacToeConfig, max_length: int) -> list:
     """Schema, unique seeds and games, allowed outcomes, clean games, balanced strata, lengths within context."""
     g = gxe()
-    low, high = TicTacToeConfig.from_kwargs(
-        **{k: v for k, v in config.env.items() if k != "name"}
-    ).random_move_prob
+    low, high = env.random_move_prob
+    groups = env.num_groups
     mean = rows / groups
     columns = [
         "seed", "stratum", "random_move_prob", "model_starts", "outcome", "invalid_moves", "format",

@@ -10,25 +10,28 @@ import logging
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import fields
+from pathlib import Path
+from typing import Any
 
 from envs import Policy
 from tasks import tracking
-from tasks.evaluate_config import DEFAULT_OPPONENTS, EvaluateConfig, parse_policies
 from tasks.matrix import RATES, MatrixResult, run_matrix
 from tasks.report import headline_metrics, write_report
+from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig, Params
 
 logger = logging.getLogger(__name__)
 
 
-def run(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> dict:
-    """The stage: compute the matrix, write every output under `config.out_dir`, return the headline metrics."""
-    return headline_metrics(evaluate(config, built), config.baseline)
+def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
+    """The stage: the matrix in the params' env, every output written under `evaluate.out_dir`; headline metrics."""
+    return headline_metrics(evaluate(params.evaluate, built, params.env.kwargs()), params.evaluate.baseline)
 
 
-def evaluate(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> MatrixResult:
+def evaluate(
+    config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
+) -> MatrixResult:
     """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies."""
-    result = run_matrix(config, built)
+    result = run_matrix(config, built, env)
     paths = write_report(result, config.out_dir, config.seed, config.baseline)
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     log_to_mlflow(result, config)
@@ -55,7 +58,7 @@ def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
 
 def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     """The matrix options, shared by `python -m tasks.evaluate`, `wander eval` and (without rows) `wander compare`."""
-    defaults = {f.name: f.default for f in fields(EvaluateConfig)}
+    defaults = {name: info.default for name, info in EvaluateConfig.model_fields.items()}
     if rows:
         parser.add_argument(
             "--policy",
@@ -75,8 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
     parser.add_argument("--max-batch-size", type=int, default=None, help="most games per policy call")
-    parser.add_argument("--rendering", default=defaults["rendering"], choices=("compact", "grid"))
-    parser.add_argument("--max-turns", type=int, default=defaults["max_turns"])
+    parser.add_argument("--rendering", default="compact", choices=("compact", "grid"), help="board text")
+    parser.add_argument("--max-turns", type=int, default=8, help="model turns per game")
     parser.add_argument(
         "--api-model", default=defaults["api_model"], help="model name for OpenAI-compatible URLs"
     )
@@ -94,12 +97,34 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
         max_new_tokens=args.max_new_tokens,
         max_batch_size=args.max_batch_size,
         api_model=args.api_model,
-        rendering=args.rendering,
-        max_turns=args.max_turns,
         out_dir=out_dir,
         baseline=getattr(args, "baseline", None),
         progress=not args.no_progress,
     )
+
+
+def env_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The `load_environment` kwargs of parsed `add_arguments` options."""
+    return {"name": "tictactoe", "rendering": args.rendering, "max_turns": args.max_turns}
+
+
+def parse_policies(items: list[str]) -> dict[str, str]:
+    """Row names for policy specs: `name=spec`, or the spec's own short name (a folder's last part)."""
+    policies: dict[str, str] = {}
+    for item in items:
+        name, sep, spec = item.partition("=")
+        # A URL's query string may hold '='; only a plain word before it is a row name.
+        if not sep or not name or any(c in name for c in "/:"):
+            spec = item
+            name = item if item.startswith(("http://", "https://")) else Path(item.rstrip("/")).name or item
+        if not spec:
+            raise ValueError(f"policy {item!r} has an empty spec; write NAME=SPEC or just SPEC")
+        if name in policies:
+            raise ValueError(
+                f"two policies are named {name!r}; give them distinct row names with NAME=SPEC, e.g. sft={spec}"
+            )
+        policies[name] = spec
+    return policies
 
 
 def main(argv: list[str] | None = None) -> int:

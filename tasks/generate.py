@@ -20,21 +20,24 @@ import pandas as pd
 from envs import load_environment
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
-from tasks.generate_config import SPLITS, GenerateConfig
+from tasks.sections import Params
 from tasks.tracking import log_artifact, write_metrics
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
 SPEC_COLUMNS = ["seed", "random_move_prob", "stratum", "model_starts"]
+SPLITS = ("train", "eval", "test")
 
 
-def run(config: GenerateConfig) -> dict:
+def run(params: Params) -> dict:
     """Build every split, validate all of them, then write them as one folder; return and write the metrics."""
+    config, output_dir = params.generate, params.layout.datasets
     start = time.monotonic()
-    env = load_environment(**config.env, **config.split_settings())
+    env = load_environment(**params.env.kwargs(), **config.env_settings())
     frames = {split: pd.DataFrame(env.get_dataset(split).to_list()) for split in SPLITS}
-    reports = validate_specs(frames, config.env, config.sizes())
-    with atomic_dir(config.output_dir) as tmp:
+    sizes = {split: getattr(config, f"num_{split}") for split in SPLITS}
+    reports = validate_specs(frames, params.env.kwargs(), sizes)
+    with atomic_dir(output_dir) as tmp:
         for split, frame in frames.items():
             write_jsonl(tmp / f"{split}.jsonl", frame.to_dict("records"))
         write_json(tmp / "validation.json", reports)
@@ -43,9 +46,9 @@ def run(config: GenerateConfig) -> dict:
         "splits": {split: split_metrics(frame) for split, frame in frames.items()},
         "seconds": round(time.monotonic() - start, 2),
     }
-    write_metrics(Path(config.metrics_dir) / "generate.json", metrics)
-    log_artifact(Path(config.output_dir) / "validation.json", "validation")
-    logger.info("wrote %s: %s", config.output_dir, {s: len(f) for s, f in frames.items()})
+    write_metrics(Path(params.layout.metrics) / "generate.json", metrics)
+    log_artifact(Path(output_dir) / "validation.json", "validation")
+    logger.info("wrote %s: %s", output_dir, {s: len(f) for s, f in frames.items()})
     return metrics
 
 

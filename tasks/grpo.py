@@ -5,6 +5,7 @@ python -m tasks.grpo --stage NAME [--params params.yaml] [--profile smoke]
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import sys
@@ -13,59 +14,44 @@ from pathlib import Path
 
 from tasks.atomic import atomic_dir
 from tasks.fingerprint import fingerprint
-from tasks.grpo_config import GRPOStageConfig
-from tasks.sft import cpu_args
+from tasks.sections import Params
+from tasks.sft import trainer_args
 from tasks.tracking import set_tags, write_metrics
 
 logger = logging.getLogger(__name__)
 
 
-def run(config: GRPOStageConfig, stage: str) -> dict:
+def run(params: Params, stage: str) -> dict:
     """Train one curriculum stage (resuming from its checkpoint), save <models>/grpo-<stage> atomically."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
     from envs import load_environment
-    from envs.training import CurriculumStage, train_resumable, trainer_spec
+    from envs.training import train_resumable, trainer_spec
     from envs.training.curriculum import Curriculum
 
+    config, layout = params.grpo, params.layout
     if stage not in config.stages:
         raise ValueError(f"unknown grpo stage {stage!r}; params.yaml grpo.stages has {list(config.stages)}")
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    names = list(config.stages)
-    index = names.index(stage)
-    settings = {k: v for k, v in config.stages[stage].items() if k != "start"}
-    settings.setdefault("batch_size", config.batch_size)
-    settings.setdefault("num_generations", config.num_generations)
+    stages = dict(config.stages)
     if config.invalid_penalty is not None:
-        settings["env_kwargs"] = {"invalid_penalty": config.invalid_penalty, **settings.get("env_kwargs", {})}
-    stages = [CurriculumStage(name=n, **({**settings} if n == stage else {})) for n in names]
-    start_model = Path(config.models_dir) / config.stages[stage]["start"]
+        penalty = {"invalid_penalty": config.invalid_penalty, **stages[stage].env_kwargs}
+        stages[stage] = dataclasses.replace(stages[stage], env_kwargs=penalty)
+    start_model = Path(layout.models) / stages[stage].start
     if not start_model.is_dir():
         raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")
-    env_settings = {k: v for k, v in config.env.items() if k != "name"}
-    env = load_environment(config.env["name"], **env_settings)
-    args = cpu_args(
-        GRPOConfig,
-        output_dir=str(Path(config.work_dir) / "grpo"),
-        per_device_train_batch_size=config.per_device_train_batch_size,
-        num_generations=config.num_generations,
-        max_completion_length=config.max_completion_length,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type=config.lr_scheduler_type,
-        warmup_steps=config.warmup_steps,
-        num_iterations=config.num_iterations,
-        logging_steps=config.logging_steps,
-        save_steps=config.save_steps,
-        save_total_limit=1,
-        seed=config.seed,
-    )
-    curriculum = Curriculum(stages)
+    # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.
+    env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
+    args = trainer_args(GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1)
+    index = list(stages).index(stage)
+    curriculum = Curriculum(list(stages.values()))
     start = time.monotonic()
     trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
-    result = train_resumable(trainer, fingerprint=fingerprint((config, stage), start_model))
-    out = Path(config.models_dir) / f"grpo-{stage}"
+    inputs = (config, params.env, stage)  # the env and the episode specs decide the episodes too
+    result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
+    out = Path(layout.models) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))
         trainer.processing_class.save_pretrained(str(tmp))
@@ -80,7 +66,7 @@ def run(config: GRPOStageConfig, stage: str) -> dict:
         "final_reward": logged[-1]["reward"] if logged else None,
         "train_loss": result.training_loss,
     }
-    write_metrics(Path(config.metrics_dir) / f"grpo-{stage}.json", metrics)
+    write_metrics(Path(layout.metrics) / f"grpo-{stage}.json", metrics)
     set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": stage})
     logger.info(
         "grpo@%s: %d steps in %.0f s, final reward %s", stage, steps, seconds, metrics["final_reward"]

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -21,7 +22,7 @@ from envs.policies.loading import make_policy
 from envs.stats import mean_ci, wilson_interval
 from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
 from envs.tictactoe.players import RandomPlayer, opponent_skill
-from tasks.evaluate_config import EvaluateConfig
+from tasks.sections import EvaluateConfig
 
 logger = logging.getLogger(__name__)
 SIDES = ("first", "second")
@@ -188,10 +189,15 @@ def play_row(
     return episodes
 
 
-def run_matrix(config: EvaluateConfig, built: Mapping[str, Policy] | None = None) -> MatrixResult:
-    """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name."""
+def run_matrix(
+    config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
+) -> MatrixResult:
+    """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name.
+
+    `env`: `load_environment` kwargs (the params' `env` section: board text, turn limit); default: tictactoe's own.
+    """
     built = dict(built or {})
-    env = load_environment("tictactoe", rendering=config.rendering, max_turns=config.max_turns)
+    env = load_environment(**(env or {"name": "tictactoe"}))
     specs = suite_specs(env, config.opponents, config.games, config.seed)
     result = MatrixResult(
         rows=[],

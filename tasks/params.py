@@ -1,21 +1,13 @@
-"""Typed params: one section of params.yaml into a stage's config dataclass, every key checked.
+"""params.yaml read, merged with a profile and checked against the params model (tasks/sections.py).
 
-params.yaml is the single file DVC tracks. It holds:
+- `layout`: where every stage reads and writes; the same in every profile, so dvc.yaml can name outputs as
+  `${layout.datasets}` and a smoke run writes where a full run does.
+- `env`: the environment every stage plays (`name` plus the env's own config fields).
+- one section per stage (`build_model`, `generate`, ...).
 
-- `layout`: where every stage reads and writes. The same in every profile (a profile may not touch it), so
-  dvc.yaml can name outputs as `${layout.datasets}` and a smoke run writes where a full run does.
-- `env`: the environment every stage plays (`name` plus the env's own settings, e.g. `TicTacToeConfig` fields).
-- one section per stage (`build_model`, `generate`, ...), loaded into that stage's config dataclass
-  (`tasks/<stage>_config.py`).
-
-A config field may take its default from a shared section: `field(metadata={"from": "layout.datasets"})` reads
-`layout.datasets` unless the stage's own section sets the key. Nested dataclass fields (e.g.
-`build_model.scratch`) are checked the same way, key by key.
-
-Profiles: `params.<profile>.yaml` next to params.yaml holds overrides only (tiny budgets for `smoke`). They are
-deep-merged onto params.yaml by `read_params(profile=...)` (the `--profile` option of every stage) or written out
-as a complete params file by `python -m tasks.params --profile smoke --write params.yaml` (what tests do in a
-scratch copy of the repo, so DVC sees the profile's values as params).
+Profiles: `params.<profile>.yaml` holds overrides only; `load_params(profile=...)` (every stage's `--profile`)
+deep-merges it onto params.yaml, and `python -m tasks.params --profile smoke --write params.yaml` writes the merged
+file (what tests do in a scratch copy of the repo, so DVC sees the profile's values as params).
 """
 
 from __future__ import annotations
@@ -24,59 +16,37 @@ import argparse
 import dataclasses
 import difflib
 import importlib
+import re
 import sys
 import types
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import yaml
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass as checked
+
+from tasks.sections import FORBID, READS, Params
 
 PARAMS_FILE = "params.yaml"
-SHARED = ("layout", "env")
-# Stage section -> its config class ("module:Class"), imported on use. New stages add a line here.
-STAGES = {
-    "build_model": "tasks.build_model_config:BuildModelConfig",
-    "generate": "tasks.generate_config:GenerateConfig",
-    "synthesize": "tasks.synthesize_config:SynthesizeConfig",
-    "curate": "tasks.curate_config:CurateConfig",
-    "sft": "tasks.sft_config:SFTStageConfig",
-    "grpo": "tasks.grpo_config:GRPOStageConfig",
-    "evaluate": "tasks.evaluate_config:EvaluateConfig",
-    "register": "tasks.register_config:RegisterConfig",
-}
-
-T = TypeVar("T")
+# Env settings a stage sets from its own section, never from `env`.
+PIPELINE_OWNED = {"num_train": "generate", "num_eval": "generate", "num_test": "generate", "seed": "generate"}
+PIPELINE_OWNED["specs_dir"] = "layout.datasets"
 
 
 class ParamsError(ValueError):
-    """A params file that does not match the config it feeds: names the file, section, key and expected type."""
+    """A params file that does not match the model: names the file, section, key and expected type."""
 
 
-@dataclass
-class Layout:
-    """Where the pipeline's files live, relative to the repo root; the same in every profile."""
-
-    base_model: str = field(default="data/models/base", metadata={"help": "The base policy (build_model)."})
-    datasets: str = field(default="data/datasets", metadata={"help": "Episode-spec splits (generate)."})
-    episodes: str = field(default="data/synth", metadata={"help": "Teacher games (synthesize)."})
-    sft: str = field(default="data/sft", metadata={"help": "The SFT dataset (curate)."})
-    metrics: str = field(
-        default="data/metrics", metadata={"help": "One metrics JSON per stage (DVC metrics)."}
-    )
-    models: str = field(
-        default="data/models", metadata={"help": "Trained checkpoints: sft, grpo-<stage> (final models)."}
-    )
-    eval: str = field(default="data/eval", metadata={"help": "The evaluation matrix and report (evaluate)."})
-    work: str = field(
-        default="data/work",
-        metadata={"help": "Resumable state kept across runs (synthesis journal); never a DVC output."},
-    )
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads `5e-5` as a string; read it as the float YAML 1.2 (and DVC) sees."""
 
 
-# ----- reading files -----
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+0123456789.")
+)
 
 
 def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> dict:
@@ -102,7 +72,7 @@ def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> d
 
 def _read_yaml(path: Path) -> dict:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except FileNotFoundError:
         raise ParamsError(
             f"params file {path} not found (run from the repo root, or pass --params)"
@@ -131,70 +101,35 @@ def merge(base: Mapping, overrides: Mapping, source: str = "overrides", where: s
     return out
 
 
-# ----- loading configs -----
-
-
-def load_config(
-    cls: type[T],
-    section: str,
-    params: Mapping | None = None,
-    *,
-    path: str | Path = PARAMS_FILE,
-    profile: str | None = None,
-) -> T:
-    """Section `section` of the params (read from `path` unless given) as a checked `cls` instance."""
+def load_params(
+    path: str | Path = PARAMS_FILE, profile: str | None = None, params: Mapping | None = None
+) -> Params:
+    """The params (read from `path` with `profile`, unless given as a dict) as a checked `Params`."""
     source = str(path)
-    if params is None:
-        params = read_params(path, profile)
-    if section not in params:
-        raise ParamsError(f"{source}: no section {section!r}; sections: {sorted(params)}")
-    values = params[section] or {}
-    if not isinstance(values, Mapping):
-        raise ParamsError(f"{source}: section {section!r} must be a mapping, got {type(values).__name__}")
-    values = dict(values)
-    for f in fields(cls):
-        origin = f.metadata.get("from")
-        if origin and f.name not in values:
-            shared = shared_section(params, origin.split(".")[0], source)
-            value = _lookup(shared, origin.split(".")[1:])
-            if value is not None:  # absent from the shared section too: the field's default
-                values[f.name] = value
-    return build(cls, values, source, section)
-
-
-def shared_section(params: Mapping, name: str, source: str = PARAMS_FILE) -> dict:
-    """The `layout` or `env` section, checked (env keys against the env's own config dataclass)."""
-    raw = params.get(name) or {}
-    if not isinstance(raw, Mapping):
-        raise ParamsError(f"{source}: section {name!r} must be a mapping, got {type(raw).__name__}")
-    if name == "layout":
-        return dataclasses.asdict(build(Layout, dict(raw), source, "layout"))
-    if name == "env":
-        return check_env(dict(raw), source)
-    raise ParamsError(f"{source}: {name!r} is not a shared section; shared: {SHARED}")
-
-
-def check_env(env: dict, source: str = PARAMS_FILE) -> dict:
-    """The env section with its types checked: `name`, plus keys of the env's `<name>_config.py` dataclass."""
-    name = env.get("name")
-    if not isinstance(name, str) or not name:
-        raise ParamsError(f"{source}: section 'env': key 'name' expects str (e.g. tictactoe), got {name!r}")
-    settings = {k: v for k, v in env.items() if k != "name"}
-    config_cls = env_config_class(name)
-    if config_cls is None:
-        return dict(env)  # an env without a config dataclass checks its own kwargs
-    hints = typing.get_type_hints(config_cls)
-    known = {f.name for f in fields(config_cls) if f.init}
-    checked = {}
-    for key, value in settings.items():
-        if key not in known:
-            raise ParamsError(_unknown_key(source, "env", key, known | {"name"}))
-        checked[key] = coerce(value, hints[key], source, "env", key)
+    raw = read_params(path, profile) if params is None else params
     try:
-        config_cls(**checked)  # the env's own rules (ranges, choices) fail here, not mid-stage
-    except (ValueError, TypeError) as e:
-        raise ParamsError(f"{source}: section 'env': {e}") from e
-    return {"name": name, **checked}
+        model = Params.model_validate(raw)
+    except ValidationError as e:
+        raise ParamsError(describe(e, Params, source)) from None
+    check_env(model, source)
+    return model
+
+
+def check_env(params: Params, source: str = PARAMS_FILE) -> None:
+    """Check the env settings against the env's config dataclass (by convention `envs.<name>.<name>_config`)."""
+    settings = params.env.settings()
+    owned = sorted(set(settings) & set(PIPELINE_OWNED))
+    if owned:
+        where = ", ".join(f"{k} from {PIPELINE_OWNED[k]}" for k in owned)
+        raise ParamsError(f"{source}: section 'env': {owned} are set by the pipeline ({where}); remove them")
+    config_cls = env_config_class(params.env.name)
+    if config_cls is None:
+        return  # an env without a config dataclass checks its own kwargs
+    try:
+        config = TypeAdapter(checked(config_cls, config=FORBID)).validate_python(settings)
+    except ValidationError as e:
+        raise ParamsError(describe(e, config_cls, source, section="env")) from None
+    params.env.__pydantic_extra__ = {k: getattr(config, k) for k in settings}  # as the env reads them
 
 
 def env_config_class(name: str) -> type | None:
@@ -202,110 +137,106 @@ def env_config_class(name: str) -> type | None:
     from envs.registry import BUILTIN
 
     module_name = BUILTIN.get(name, name)
-    leaf = module_name.rsplit(".", 1)[-1]
     try:
-        module = importlib.import_module(f"{module_name}.{leaf}_config")
+        module = importlib.import_module(f"{module_name}.{module_name.rsplit('.', 1)[-1]}_config")
     except ImportError:
         return None
     classes = [
         obj
         for obj in vars(module).values()
-        if isinstance(obj, type) and is_dataclass(obj) and obj.__module__ == module.__name__
+        if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__
     ]
     return classes[0] if len(classes) == 1 else None
 
 
-def build(cls: type[T], values: Mapping, source: str, section: str, prefix: str = "") -> T:
-    """A `cls` instance from `values`: unknown keys and wrong types fail, naming section, key and type."""
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls) if f.init}
-    kwargs = {}
-    for key, value in values.items():
-        if key not in known:
-            raise ParamsError(
-                _unknown_key(source, section, f"{prefix}{key}", {f"{prefix}{k}" for k in known})
-            )
-        kwargs[key] = coerce(value, hints[key], source, section, f"{prefix}{key}")
-    try:
-        return cls(**kwargs)
-    except (ValueError, TypeError) as e:
-        where = f"{section}.{prefix.rstrip('.')}" if prefix else section
-        raise ParamsError(f"{source}: section {where!r}: {e}") from e
+class _Unread:
+    """A section the stage did not declare: reading it fails, so READS (and dvc.yaml) cannot fall behind."""
 
+    def __init__(self, stage: str, section: str):
+        self._where = (stage, section)
 
-def _unknown_key(source: str, section: str, key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{source}: section {section!r}: unknown key {key!r}{hint}; known keys: {', '.join(sorted(known))}"
-
-
-def coerce(value: Any, hint: Any, source: str, section: str, key: str) -> Any:
-    """`value` checked against the type `hint` (ints widen to floats, lists to tuples), or a ParamsError."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    ok, out = True, value
-    if hint is Any:
-        pass
-    elif origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return coerce(value, arg, source, section, key)
-            except ParamsError:
-                continue
-        ok = False
-    elif origin is Literal:
-        ok = value in args
-    elif hint is bool:
-        ok = isinstance(value, bool)
-    elif hint is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif hint is float:
-        # YAML reads `1e-3` as a string; PyYAML's float needs a dot, so accept what float() reads.
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        out = float(value) if ok else value
-    elif hint is str:
-        ok = isinstance(value, str)
-    elif origin is list:
-        ok = isinstance(value, list)
-        if ok:
-            out = [coerce(v, args[0], source, section, f"{key}[{i}]") for i, v in enumerate(value)]
-    elif origin is tuple:
-        variadic = len(args) == 2 and args[1] is Ellipsis
-        ok = isinstance(value, (list, tuple)) and (variadic or len(value) == len(args))
-        if ok:
-            item_types = [args[0]] * len(value) if variadic else list(args)
-            out = tuple(
-                coerce(v, t, source, section, f"{key}[{i}]")
-                for i, (v, t) in enumerate(zip(value, item_types, strict=True))
-            )
-    elif origin is dict:
-        ok = isinstance(value, dict)
-        if ok:
-            out = {
-                coerce(k, args[0], source, section, f"{key}.{k}"): coerce(
-                    v, args[1], source, section, f"{key}.{k}"
-                )
-                for k, v in value.items()
-            }
-    elif is_dataclass(hint):
-        ok = isinstance(value, Mapping)
-        if ok:
-            return build(hint, value, source, section, prefix=f"{key}.")
-    elif isinstance(hint, type):
-        ok = isinstance(value, hint)
-    if not ok:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        raise ParamsError(
-            f"{source}: section {section!r}: key {key!r} expects {type_name(hint)}, "
-            f"got {type(value).__name__} {shown}"
+    def __getattr__(self, key: str) -> Any:
+        stage, section = object.__getattribute__(self, "_where")
+        raise AttributeError(
+            f"stage {stage!r} reads params section {section!r} but does not declare it: add it to "
+            f"tasks.sections.READS[{stage!r}] and to the stage's params in dvc.yaml"
         )
-    return out
+
+
+def restrict(params: Params, stage: str) -> Params:
+    """The params a stage may read: `layout` and its READS sections; any other section raises on use."""
+    keep = {"layout", *READS[stage]}
+    return params.model_copy(update={s: _Unread(stage, s) for s in Params.model_fields if s not in keep})
+
+
+# ----- error messages -----
+
+
+def describe(error: ValidationError, root: type, source: str, section: str | None = None) -> str:
+    """Each error as `<file>: section '<s>': <what is wrong with which key>`, one line per error."""
+    lines = []
+    for e in error.errors(include_url=False):
+        loc = ((section,) if section else ()) + tuple(e["loc"])
+        if len(loc) == 1 and e["type"] == "extra_forbidden":
+            lines.append(
+                f"{source}: unknown section {loc[0]!r}{_did_you_mean(loc[0], _fields(root), 'sections')}"
+            )
+        else:
+            lines.append(f"{source}: section {loc[0]!r}: {_what(e, root, loc, bool(section))}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _what(e: dict, root: type, loc: tuple, prefixed: bool) -> str:
+    key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:]).lstrip(".")
+    value = e.get("input")
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    got = f"got {type(value).__name__} {shown}"
+    path = loc[1:] if prefixed else loc  # the root type of an env config starts below the section
+    if e["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        known = set(_fields(_type_at(root, path[:-1]))) - (set(PIPELINE_OWNED) if prefixed else set())
+        return f"unknown key {key!r}{_did_you_mean(loc[-1], known)}"
+    if e["type"].endswith(("_type", "_parsing", "literal_error", "int_from_float")):
+        return f"key {key!r} expects {type_name(_type_at(root, path))}, {got}"
+    message = e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if e["type"] in ("value_error", "assertion_error"):
+        return f"key {key!r}: {message}" if key else message
+    return f"key {key!r}: {message[:1].lower()}{message[1:]}, {got}"
+
+
+def _did_you_mean(name: object, known: Iterable[str], what: str = "keys") -> str:
+    close = difflib.get_close_matches(str(name), sorted(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{hint}; known {what}: {', '.join(sorted(known))}"
+
+
+def _fields(tp: Any) -> dict[str, Any]:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return {name: info.annotation for name, info in tp.model_fields.items()}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return {f.name: hints[f.name] for f in dataclasses.fields(tp) if f.init}
+    return {}
+
+
+def _type_at(tp: Any, path: tuple) -> Any:
+    """The declared type at a location inside `tp` (Any when unknown)."""
+    for part in path:
+        tp = _optional_inner(tp)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is dict:
+            tp = args[1]
+        elif origin in (list, tuple) and isinstance(part, int):
+            tp = args[0] if origin is list or args[-1] is Ellipsis else args[min(part, len(args) - 1)]
+        else:
+            tp = _fields(tp).get(part, Any)
+    return tp
+
+
+def _optional_inner(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        return next(a for a in args if a is not type(None))
+    return tp
 
 
 def type_name(hint: Any) -> str:
@@ -316,45 +247,10 @@ def type_name(hint: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in args)
     if origin in (list, tuple, dict):
-        inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in args)
-        return f"{origin.__name__}[{inner}]"
-    if is_dataclass(hint):
-        return f"a mapping of {hint.__name__} fields"
+        return f"{origin.__name__}[{', '.join('...' if a is Ellipsis else type_name(a) for a in args)}]"
+    if _fields(hint):
+        return f"a mapping of {hint.__name__} keys"
     return getattr(hint, "__name__", str(hint))
-
-
-def _lookup(data: Mapping, keys: list[str]) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping) or key not in data:
-            return None
-        data = data[key]
-    return data
-
-
-# ----- the whole file -----
-
-
-def stage_class(section: str) -> type:
-    """The config class of a stage section (see STAGES)."""
-    if section not in STAGES:
-        raise ParamsError(f"no stage {section!r}; stages: {', '.join(STAGES)}")
-    module, _, name = STAGES[section].partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def check_params(params: Mapping, source: str = PARAMS_FILE) -> dict[str, Any]:
-    """Every section checked: shared ones and each stage's config; unknown sections fail. Returns the configs."""
-    unknown = sorted(set(params) - set(SHARED) - set(STAGES))
-    if unknown:
-        raise ParamsError(
-            f"{source}: unknown section(s) {unknown}; known: {', '.join((*SHARED, *STAGES))} "
-            "(a new stage registers its config in tasks.params.STAGES)"
-        )
-    configs: dict[str, Any] = {name: shared_section(params, name, source) for name in SHARED}
-    for section in STAGES:
-        if section in params:
-            configs[section] = load_config(stage_class(section), section, params, path=source)
-    return configs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -366,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         params = read_params(args.params, args.profile)
-        check_params(params, args.params)
+        load_params(args.params, params=params)
     except ParamsError as e:
         print(f"params: error: {e}", file=sys.stderr)
         return 2

@@ -20,9 +20,8 @@ from pathlib import Path
 import yaml
 
 from tasks.compare import WORSE, compare, conclusion, is_better
-from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import pooled, run_matrix
-from tasks.register_config import RegisterConfig
+from tasks.sections import EvaluateConfig, Params, Register
 from tasks.tracking import write_metrics
 
 log = logging.getLogger("register")
@@ -59,7 +58,7 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
 
 
 def champion_rows(
-    client, config: RegisterConfig, candidate_rows: list[dict], eval_dir: Path
+    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: dict | None = None
 ) -> list[dict] | None:
     """The current champion replayed on the candidate's frozen suite, or None without a champion."""
     import mlflow
@@ -80,11 +79,12 @@ def champion_rows(
         games=int(suite["games_per_cell"]),
         seed=int(suite["seed"]),
         max_new_tokens=config.max_new_tokens,
+        baseline=None,
         progress=False,
     )
     log.info("replaying champion v%s on the candidate's suite", version.version)
     policy.max_new_tokens = config.max_new_tokens
-    return run_matrix(eval_config, built={"champion": policy}).rows
+    return run_matrix(eval_config, built={"champion": policy}, env=env).rows
 
 
 def decide(
@@ -108,8 +108,9 @@ def decide(
     return is_better(found), conclusion(found, "champion", name)
 
 
-def run(config: RegisterConfig) -> dict:
+def run(params: Params) -> dict:
     """Log the candidate as a model, register a version with lineage tags, move the alias if better."""
+    config = params.register
     import mlflow
     import mlflow.pyfunc
 
@@ -137,7 +138,7 @@ def run(config: RegisterConfig) -> dict:
         **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
     }
     client = mlflow.MlflowClient()
-    champion = champion_rows(client, config, rows, eval_dir)
+    champion = champion_rows(client, config, rows, eval_dir, params.env.kwargs())  # the candidate's env
 
     info = mlflow.pyfunc.log_model(
         name="model",
@@ -164,7 +165,7 @@ def run(config: RegisterConfig) -> dict:
         "reason": reason,
         f"candidate_{config.metric}": overall,
     }
-    write_metrics(Path(config.metrics_dir) / "register.json", metrics)
+    write_metrics(Path(params.layout.metrics) / "register.json", metrics)
     return metrics
 
 

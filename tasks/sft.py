@@ -5,6 +5,7 @@ python -m tasks.sft [--params params.yaml] [--profile smoke]
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -12,10 +13,16 @@ from pathlib import Path
 
 from tasks.atomic import atomic_dir, read_jsonl
 from tasks.fingerprint import fingerprint
-from tasks.sft_config import SFTStageConfig
+from tasks.sections import Params, Section
 from tasks.tracking import set_tags, write_metrics
 
 logger = logging.getLogger(__name__)
+
+
+def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
+    """A TRL config from a params section: every key named like one of its fields, plus `fixed`, CPU-ready."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    return cpu_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
 
 
 def cpu_args(config_cls: type, **kwargs: object) -> object:
@@ -33,7 +40,7 @@ def cpu_args(config_cls: type, **kwargs: object) -> object:
     )
 
 
-def run(config: SFTStageConfig) -> dict:
+def run(params: Params) -> dict:
     """Train, save the final model atomically under <models>/sft, write and return metrics."""
     import torch
     from datasets import Dataset
@@ -41,32 +48,24 @@ def run(config: SFTStageConfig) -> dict:
 
     from envs.training import train_resumable
 
+    config, layout = params.sft, params.layout
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    rows = read_jsonl(Path(config.data_dir) / "train.jsonl")
+    rows = read_jsonl(Path(layout.sft) / "train.jsonl")
     if not rows:
-        raise ValueError(f"{config.data_dir}/train.jsonl has no games; run the curate stage first")
+        raise ValueError(f"{layout.sft}/train.jsonl has no games; run the curate stage first")
     dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
-    args = cpu_args(
+    args = trainer_args(
         SFTConfig,
-        output_dir=str(Path(config.work_dir) / "sft"),
-        num_train_epochs=config.epochs,
-        per_device_train_batch_size=config.batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=config.warmup_steps,
-        logging_steps=config.logging_steps,
-        save_steps=config.save_steps,
+        config,
+        output_dir=str(Path(layout.work) / "sft"),
         save_total_limit=1,
-        max_length=config.max_length,
         assistant_only_loss=True,  # learn the model's turns (end-of-turn token included), read the env's
-        seed=config.seed,
     )
     start = time.monotonic()
-    trainer = SFTTrainer(model=config.base_model, args=args, train_dataset=dataset)
-    result = train_resumable(trainer, fingerprint=fingerprint(config, config.base_model, config.data_dir))
-    out = Path(config.models_dir) / "sft"
+    trainer = SFTTrainer(model=layout.base_model, args=args, train_dataset=dataset)
+    result = train_resumable(trainer, fingerprint=fingerprint(config, layout.base_model, layout.sft))
+    out = Path(layout.models) / "sft"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))
         trainer.processing_class.save_pretrained(str(tmp))
@@ -76,8 +75,8 @@ def run(config: SFTStageConfig) -> dict:
         "train_loss": result.training_loss,
         "seconds": round(time.monotonic() - start, 1),
     }
-    write_metrics(Path(config.metrics_dir) / "sft.json", metrics)
-    set_tags({"wander.parent": config.base_model, "wander.model.dir": str(out)})
+    write_metrics(Path(layout.metrics) / "sft.json", metrics)
+    set_tags({"wander.parent": layout.base_model, "wander.model.dir": str(out)})
     logger.info("sft: %d games, %d steps, loss %.4f", len(rows), metrics["steps"], metrics["train_loss"])
     return metrics
 

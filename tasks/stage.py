@@ -1,8 +1,8 @@
 """The command line every stage shares: `python -m tasks.<stage> [--params params.yaml] [--profile smoke]`.
 
-It reads the stage's section of params.yaml into its config (checked by tasks.params), runs the stage inside its
-MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the errors a person can fix (bad params,
-failed validation) into one readable message and exit status 2.
+It loads and checks the whole params file (tasks.params), hands the stage only the sections it declares
+(tasks.sections.READS), runs it inside its MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the
+errors a person can fix (bad params, failed validation) into one readable message and exit status 2.
 """
 
 from __future__ import annotations
@@ -13,18 +13,17 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
-from typing import Any
 
 from tasks.logs import configure_logging
-from tasks.params import PARAMS_FILE, ParamsError, load_config, stage_class
+from tasks.params import PARAMS_FILE, ParamsError, load_params, restrict
+from tasks.sections import READS, Params
 from tasks.validation import DataValidationError
 
 
 def stage_main(
-    stage: str, run: Callable[[Any], dict], argv: Sequence[str] | None = None, run_name: str | None = None
+    stage: str, run: Callable[[Params], dict], argv: Sequence[str] | None = None, run_name: str | None = None
 ) -> int:
-    """Parse the stage's options, load its config, run it under MLflow; return the process exit status."""
+    """Parse the stage's options, load its params, run it under MLflow; return the process exit status."""
     parser = argparse.ArgumentParser(
         prog=f"python -m tasks.{stage}", description=f"The {stage} stage of wander."
     )
@@ -41,19 +40,20 @@ def stage_main(
     args = parser.parse_args(argv)
     configure_logging(stage, args.verbose)
     try:
-        config = load_config(stage_class(stage), stage, path=args.params, profile=args.profile)
+        params = load_params(args.params, args.profile)
     except ParamsError as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2
     start = time.monotonic()
     try:
         if args.no_mlflow:
-            metrics = run(config)
+            metrics = run(restrict(params, stage))
         else:
             from tasks.tracking import stage_run
 
-            with stage_run(run_name or stage, asdict(config) if is_dataclass(config) else None):
-                metrics = run(config)
+            logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
+            with stage_run(run_name or stage, logged):
+                metrics = run(restrict(params, stage))
     except (DataValidationError, ParamsError, FileNotFoundError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2

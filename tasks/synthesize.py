@@ -12,6 +12,7 @@ restarts where it stopped: journaled seeds are skipped, none is played twice, no
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import sys
@@ -26,14 +27,13 @@ import pandas as pd
 from envs import Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
 from envs.policies.openai_server import serve_in_thread
 from envs.tictactoe.teacher import teacher_app
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.fingerprint import digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
-from tasks.synthesize_config import SynthesizeConfig
+from tasks.sections import Params, Synthesize
 from tasks.tracking import log_artifact, log_dict, log_metrics, write_metrics
 from tasks.validation import gxe, validate
 
@@ -77,65 +77,53 @@ class RateLimited:
 
 
 @contextlib.contextmanager
-def teacher_endpoint(config: SynthesizeConfig) -> Iterator[str]:
+def teacher_endpoint(config: Synthesize) -> Iterator[str]:
     """The teacher's base URL: the configured endpoint, or the embedded teacher served for the duration."""
     if config.teacher_url:
         yield config.teacher_url
         return
-    with serve_in_thread(teacher_app(config.teacher_skill, config.teacher_model)) as url:
+    with serve_in_thread(teacher_app(config.teacher_skill, config.teacher.model)) as url:
         logger.info("embedded teacher (skill %.2f) serving at %s", config.teacher_skill, url)
         yield url
 
 
-def teacher_policy(config: SynthesizeConfig, base_url: str, seed: int) -> OpenAIPolicy:
-    """The OpenAI-protocol client of the teacher, with the stage's retry, concurrency and cache settings."""
-    return OpenAIPolicy(
-        OpenAIPolicyConfig(
-            base_url=base_url,
-            model=config.teacher_model,
-            api_key_env=config.api_key_env,
-            temperature=config.temperature,
-            max_tokens=config.max_tokens,
-            seed=seed,
-            max_concurrency=config.max_concurrency,
-            max_retries=config.max_retries,
-            backoff_base=config.backoff_base,
-            backoff_max=config.backoff_max,
-            timeout=config.timeout,
-            cache_dir=config.cache_dir,
-        )
-    )
+def teacher_policy(config: Synthesize, base_url: str, seed: int) -> OpenAIPolicy:
+    """The OpenAI-protocol client of the teacher (`synthesize.teacher`) at `base_url`, with a batch's seed."""
+    return OpenAIPolicy(dataclasses.replace(config.teacher, base_url=base_url, seed=seed))
 
 
-def fingerprint(config: SynthesizeConfig) -> str:
+def fingerprint(params: Params) -> str:
     """Hash of everything that decides how an episode plays out; a journal is only resumed under the same one."""
-    teacher = {"url": config.teacher_url or "embedded", "model": config.teacher_model}
+    config, teacher = params.synthesize, params.synthesize.teacher
+    who = {"url": config.teacher_url or "embedded", "model": teacher.model}
     if not config.teacher_url:
-        teacher["skill"] = config.teacher_skill
+        who["skill"] = config.teacher_skill
     decisive = {
-        "env": config.env,
-        "teacher": teacher,
-        "temperature": config.temperature,
-        "max_tokens": config.max_tokens,
-        "seed": config.seed,
+        "env": params.env.kwargs(),
+        "teacher": who,
+        "temperature": teacher.temperature,
+        "top_p": teacher.top_p,
+        "max_tokens": teacher.max_tokens,
+        "seed": teacher.seed,
     }
     return digest(decisive)
 
 
-def journal_path(config: SynthesizeConfig) -> Path:
-    """Where this config's journal lives."""
-    return Path(config.work_dir) / "synthesize" / f"{fingerprint(config)}.jsonl"
+def journal_path(params: Params) -> Path:
+    """Where this run's journal lives."""
+    return Path(params.layout.work) / "synthesize" / f"{fingerprint(params)}.jsonl"
 
 
-def load_specs(config: SynthesizeConfig) -> list[dict]:
+def load_specs(params: Params) -> list[dict]:
     """The specs to play, after the split passed the generate stage's validation (bad input stops here)."""
-    path = Path(config.specs_dir) / f"{config.split}.jsonl"
+    config = params.synthesize
+    path = Path(params.layout.datasets) / f"{config.split}.jsonl"
     if not path.exists():
         raise FileNotFoundError(
             f"no episode specs at {path}; run the generate stage first (dvc repro generate)"
         )
     specs = read_jsonl(path)
-    validate_specs({config.split: pd.DataFrame(specs)}, config.env)
+    validate_specs({config.split: pd.DataFrame(specs)}, params.env.kwargs())
     return specs[: config.num_episodes]
 
 
@@ -158,12 +146,13 @@ def batch_seed(seed: int, index: int) -> int:
     return random.Random(f"{seed}:{index}").getrandbits(31)
 
 
-def run(config: SynthesizeConfig) -> dict:
+def run(params: Params) -> dict:
     """Play every spec not yet journaled, then write all episodes atomically; return and write the metrics."""
+    config = params.synthesize
     start = time.monotonic()
-    specs = load_specs(config)
-    env = load_environment(**config.env)
-    journal = Journal(journal_path(config))
+    specs = load_specs(params)
+    env = load_environment(**params.env.kwargs())
+    journal = Journal(journal_path(params))
     wanted = {spec["seed"]: spec for spec in specs}
     # A journaled episode counts only if it was played from the very same spec.
     resumed = {seed: r for seed, r in journal.load().items() if wanted.get(seed) == r["spec"]}
@@ -179,13 +168,15 @@ def run(config: SynthesizeConfig) -> dict:
     played: dict = {}
     stats = PolicyStats()
     rate = config.requests_per_second
-    limiter = RateLimited(None, rate, config.max_concurrency) if rate else None  # one pace across batches
+    limiter = (
+        RateLimited(None, rate, config.teacher.max_concurrency) if rate else None
+    )  # one pace across batches
     play_start = time.monotonic()
     if todo:
         with teacher_endpoint(config) as base_url:
             try:
                 for index, batch in batches(specs, config.batch_size, skip=resumed):
-                    policy = teacher_policy(config, base_url, batch_seed(config.seed, index))
+                    policy = teacher_policy(config, base_url, batch_seed(config.teacher.seed, index))
                     if limiter:
                         limiter.policy = policy
                     try:
@@ -208,7 +199,7 @@ def run(config: SynthesizeConfig) -> dict:
     play_seconds = time.monotonic() - play_start
     records = [resumed.get(spec["seed"]) or played[spec["seed"]] for spec in specs]
     report = validate(episode_frame(records), episode_expectations(len(specs)), "teacher episodes")
-    with atomic_dir(config.output_dir) as tmp:
+    with atomic_dir(params.layout.episodes) as tmp:
         write_jsonl(tmp / "episodes.jsonl", records)
         write_json(tmp / "validation.json", report)
     journal.remove()  # everything is in the output now
@@ -227,8 +218,8 @@ def run(config: SynthesizeConfig) -> dict:
             for s in sorted({r["spec"].get("stratum") for r in records}, key=str)
         },
     }
-    write_metrics(Path(config.metrics_dir) / "synthesize.json", metrics)
-    log_artifact(Path(config.output_dir) / "validation.json", "validation")
+    write_metrics(Path(params.layout.metrics) / "synthesize.json", metrics)
+    log_artifact(Path(params.layout.episodes) / "validation.json", "validation")
     log_dict(records[:3], "samples/teacher_games.json")
     return metrics
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 from envs.environment import Environment
 from envs.episode import Episode
@@ -76,7 +78,19 @@ class TicTacToeEnv(Environment):
         return {"seed": seed, "random_move_prob": p, "stratum": stratum, "model_starts": model_starts(seed)}
 
     def split_specs(self, split: str) -> list[dict]:
-        """The specs of a split: unique seeds from the split seed, strata round-robin."""
+        """The specs of a split: unique seeds from the split seed (or `specs_dir`), strata round-robin."""
+        if self.config.specs_dir is not None:
+            path = Path(self.config.specs_dir) / f"{split}.jsonl"
+            if not path.exists():
+                raise FileNotFoundError(f"no episode specs at {path} (specs_dir of the tictactoe config)")
+            rows = [
+                json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+            ]
+            if any(not 0 <= r["stratum"] < self.config.num_groups for r in rows):
+                raise ValueError(
+                    f"{path} has strata outside 0..{self.config.num_groups - 1} (num_groups differs)"
+                )
+            return [self.make_spec(int(r["seed"]), stratum=int(r["stratum"])) for r in rows]
         size = {"train": self.config.num_train, "eval": self.config.num_eval, "test": self.config.num_test}[
             split
         ]

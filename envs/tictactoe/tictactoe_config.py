@@ -42,6 +42,11 @@ class TicTacToeConfig:
     seed: int = 0
     """Split seed: decides every episode seed and opponent skill of the splits."""
 
+    specs_dir: str | None = None
+    """Folder of `<split>.jsonl` episode specs (as the pipeline's generate stage writes them). When set, each
+    split's seeds and strata come from there (the sizes and seed above are unused), and the opponent's skill is drawn
+    within this config's `random_move_prob`, so a curriculum stage's range applies to the same episodes."""
+
     outcome_weight: float = 1.0
     """Weight of the outcome reward (win 1, draw 0.5, loss 0)."""
 

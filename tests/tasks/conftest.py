@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tasks.params import load_config, read_params, stage_class
+from tasks.params import load_params, read_params, restrict
+from tasks.sections import Params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,10 +21,14 @@ def smoke_params(root: Path) -> dict:
     return params
 
 
-def config(stage: str, params: dict, **overrides: object):
-    """A stage's config from params, with some of its section's keys overridden."""
-    params = {**params, stage: {**params[stage], **overrides}}
-    return load_config(stage_class(stage), stage, params)
+def config(stage: str, params: dict, **overrides: object) -> Params:
+    """The checked params a stage gets (its sections only), some keys of its section overridden; a key of a
+    nested config (e.g. synthesize.teacher's max_retries) is found there."""
+    section = copy.deepcopy(params[stage])
+    for key, value in overrides.items():
+        nested = [v for v in section.values() if isinstance(v, dict) and key in v and key not in section]
+        (nested[0] if nested else section)[key] = value
+    return restrict(load_params(params={**params, stage: section}), stage)
 
 
 def write_params(path: Path, params: dict) -> Path:

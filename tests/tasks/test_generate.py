@@ -57,7 +57,7 @@ def test_failed_validation_keeps_the_previous_datasets(
 ) -> None:
     config = stage_config("generate", params_at(tmp_path))
     generate.run(config)
-    before = {p.name: p.read_bytes() for p in Path(config.output_dir).iterdir()}
+    before = {p.name: p.read_bytes() for p in Path(config.layout.datasets).iterdir()}
     real = tasks.generate.load_environment
 
     class Broken:  # an env whose specs carry an impossible opponent skill
@@ -73,8 +73,8 @@ def test_failed_validation_keeps_the_previous_datasets(
         DataValidationError, match=r"column 'random_move_prob' \(min_value=0.0, max_value=1.0\)"
     ):
         generate.run(stage_config("generate", params_at(tmp_path), num_train=60))
-    assert {p.name: p.read_bytes() for p in Path(config.output_dir).iterdir()} == before
-    assert not [p for p in Path(config.output_dir).parent.iterdir() if ".tmp-" in p.name]  # no debris
+    assert {p.name: p.read_bytes() for p in Path(config.layout.datasets).iterdir()} == before
+    assert not [p for p in Path(config.layout.datasets).parent.iterdir() if ".tmp-" in p.name]  # no debris
 
 
 def test_corrupted_dataset_is_rejected_and_nothing_downstream_changes(

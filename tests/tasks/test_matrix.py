@@ -13,8 +13,9 @@ from envs.policies.scratch_model import build_scratch_model
 from envs.policies.scratch_model_config import ScratchModelConfig
 from envs.tictactoe.env import SPLIT_SEED_RANGES
 from envs.tictactoe.players import RandomPlayer
-from tasks.evaluate_config import DEFAULT_OPPONENTS, EvaluateConfig, parse_policies
+from tasks.evaluate import parse_policies
 from tasks.matrix import SIDES, pooled, run_matrix, suite_specs
+from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig
 
 TINY = ScratchModelConfig(
     vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
@@ -38,7 +39,9 @@ def overlap(a: dict, b: dict, metric_a: str, metric_b: str) -> bool:
 @pytest.fixture(scope="module")
 def scripted():
     """Minimax (p=0) and random against the default opponents, 400 games per cell (scripted players are fast)."""
-    config = EvaluateConfig(policies={"minimax": "minimax", "random": "random"}, games=400, progress=False)
+    config = EvaluateConfig(
+        baseline=None, policies={"minimax": "minimax", "random": "random"}, games=400, progress=False
+    )
     return run_matrix(config)
 
 
@@ -110,7 +113,9 @@ def test_suite_is_frozen_and_per_cell():
 
 
 def test_identical_reruns_are_identical():
-    config = EvaluateConfig(policies={"r": "random", "m": "minimax-0.5"}, games=30, progress=False)
+    config = EvaluateConfig(
+        baseline=None, policies={"r": "random", "m": "minimax-0.5"}, games=30, progress=False
+    )
     a, b = run_matrix(config), run_matrix(config)
     assert a.rows == b.rows
     assert [ep.messages for ep in a.episodes["r"]] == [ep.messages for ep in b.episodes["r"]]
@@ -125,7 +130,7 @@ def test_every_game_of_a_row_goes_in_one_batch():
             return super().__call__(conversations)
 
     config = EvaluateConfig(
-        policies={"rec": "random"}, opponents=["random", "minimax-0"], games=7, progress=False
+        baseline=None, policies={"rec": "random"}, opponents=["random", "minimax-0"], games=7, progress=False
     )
     run_matrix(config, built={"rec": Recording(seed=0)})
     assert calls[0] == 2 * 2 * 7  # every cell's games in the first call
@@ -134,17 +139,19 @@ def test_every_game_of_a_row_goes_in_one_batch():
 
 def test_bad_config_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="unknown opponent 'minmax'"):
-        EvaluateConfig(opponents=["minmax"])
+        EvaluateConfig(baseline=None, opponents=["minmax"])
     with pytest.raises(ValueError, match="repeat"):
-        EvaluateConfig(opponents=["random", "random"])
-    with pytest.raises(ValueError, match="games must be at least 1"):
-        EvaluateConfig(games=0)
+        EvaluateConfig(baseline=None, opponents=["random", "random"])
+    with pytest.raises(ValueError, match="games"):
+        EvaluateConfig(baseline=None, games=0)
     with pytest.raises(ValueError, match="temperature"):
-        EvaluateConfig(temperature=-1)
+        EvaluateConfig(baseline=None, temperature=-1)
     with pytest.raises(ValueError, match="NAME=SPEC"):
         parse_policies(["minimax", "minimax"])
     with pytest.raises(ValueError, match="not a scripted player"):
-        run_matrix(EvaluateConfig(policies={"x": "no/such/model/here"}, games=1, progress=False))
+        run_matrix(
+            EvaluateConfig(baseline=None, policies={"x": "no/such/model/here"}, games=1, progress=False)
+        )
 
 
 def test_policy_names():
@@ -158,16 +165,19 @@ def test_policy_names():
 
 def test_local_model_goes_through_the_matrix(tiny_model):
     config = EvaluateConfig(
+        baseline=None,
         policies={"tiny": str(tiny_model)}, opponents=["random", "minimax-0"], games=2, max_new_tokens=8,
         progress=False,
     )  # fmt: skip
-    result = run_matrix(config)
+    env = {"name": "tictactoe", "max_turns": 3, "rendering": "grid"}  # the params' env section, not defaults
+    result = run_matrix(config, env=env)
     assert len(result.rows) == 4 and {r["decoding"] for r in result.rows} == {"greedy"}
-    assert all(ep.state["turn"] <= config.max_turns for ep in result.episodes["tiny"])
+    assert all(ep.state["turn"] <= 3 for ep in result.episodes["tiny"])
+    assert "|" in result.episodes["tiny"][0].messages[1]["content"]  # the grid board
     for r in result.rows:
         assert r["games"] == 2 and 0.0 <= r["non_loss"] <= 1.0
         assert math.isnan(r["move_optimality"]) or 0.0 <= r["move_optimality"] <= 1.0
-    assert json.dumps(run_matrix(config).rows) == json.dumps(
+    assert json.dumps(run_matrix(config, env=env).rows) == json.dumps(
         result.rows
     )  # greedy: a rerun is identical (NaN too)
 

@@ -1,19 +1,18 @@
-"""params.yaml into typed stage configs: every key checked, errors name the key, the section and the type."""
+"""params.yaml into the typed params model: every key checked, errors name file, section, key and expected type."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tasks.build_model_config import BuildModelConfig
-from tasks.curate_config import CurateConfig
-from tasks.generate_config import GenerateConfig
-from tasks.params import Layout, ParamsError, check_params, load_config, main, read_params
-from tasks.synthesize_config import SynthesizeConfig
+from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from tasks.params import ParamsError, load_params, main, read_params, restrict
+from tasks.sections import READS, Params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,121 +22,160 @@ def params() -> dict:
     return read_params(REPO / "params.yaml")
 
 
-@pytest.mark.parametrize("profile", [None, "smoke"])
-def test_every_section_of_the_repo_params_loads(profile: str | None) -> None:
-    params = read_params(REPO / "params.yaml", profile)
-    configs = check_params(params)
-    assert isinstance(configs["generate"], GenerateConfig)
-    assert isinstance(configs["build_model"], BuildModelConfig)
-    assert isinstance(configs["synthesize"], SynthesizeConfig)
-    assert isinstance(configs["curate"], CurateConfig)
-    assert configs["env"]["random_move_prob"] == (0.0, 1.0)  # a YAML list read as the declared tuple
+def error(params: dict) -> str:
+    with pytest.raises(ParamsError) as e:
+        load_params(params=params)
+    return str(e.value)
+
+
+def test_model_defaults_are_the_values_of_params_yaml(params: dict) -> None:
+    loaded = load_params(params=params)
+    for section in Params.model_fields:
+        if section != "env":
+            assert getattr(loaded, section) == getattr(Params(), section), section
+        listed = set(params[section]) - ({"name"} if section == "env" else set())
+        # Every key a stage reads is in params.yaml, so DVC (which sees only the file) tracks it.
+        assert listed == set(type(getattr(loaded, section)).model_fields) - {"name"} or section == "env"
+    env_defaults = {f.name: getattr(TicTacToeConfig(), f.name) for f in dataclasses.fields(TicTacToeConfig)}
+    assert loaded.env.settings().items() <= env_defaults.items()
+    assert load_params(params={}) == Params()  # an empty file means the same run
 
 
 def test_smoke_profile_shrinks_budgets_but_keeps_the_layout() -> None:
-    full = read_params(REPO / "params.yaml")
-    smoke = read_params(REPO / "params.yaml", "smoke")
-    assert smoke["layout"] == full["layout"]
-    assert smoke["generate"]["num_train"] < full["generate"]["num_train"]
-    assert smoke["generate"]["seed"] == full["generate"]["seed"]  # untouched keys come from params.yaml
-    assert smoke["build_model"]["scratch"]["hidden_size"] < full["build_model"]["scratch"]["hidden_size"]
-
-
-def test_unknown_key_names_key_section_and_suggestion(params: dict) -> None:
-    params["generate"]["num_trian"] = 10
-    with pytest.raises(ParamsError) as e:
-        load_config(GenerateConfig, "generate", params)
-    message = str(e.value)
-    assert "'num_trian'" in message and "'generate'" in message and "did you mean 'num_train'" in message
+    full, smoke = load_params(REPO / "params.yaml"), load_params(REPO / "params.yaml", "smoke")
+    assert smoke.layout == full.layout
+    assert smoke.generate.num_train < full.generate.num_train and smoke.generate.seed == full.generate.seed
+    assert smoke.build_model.scratch.hidden_size < full.build_model.scratch.hidden_size
+    # A partial nested config changes only its own keys; the rest stay the section's values.
+    assert (
+        smoke.build_model.scratch.max_position_embeddings == full.build_model.scratch.max_position_embeddings
+    )
+    assert smoke.grpo.stages["wide"].max_steps == 2 and smoke.grpo.stages["wide"].temperature == 0.3
 
 
 @pytest.mark.parametrize(
     ("section", "key", "value", "expected"),
     [
-        ("generate", "num_train", "many", "expects int, got str 'many'"),
-        ("generate", "seed", True, "expects int, got bool"),
-        ("synthesize", "teacher_skill", "high", "expects float, got str"),
-        ("synthesize", "teacher_url", 8000, "expects str or None, got int"),
-        ("curate", "allowed_outcomes", "win", "expects list[str], got str"),
-        ("curate", "dedupe", "yes", "expects bool, got str"),
+        (
+            "generate",
+            "num_trian",
+            10,
+            "unknown key 'num_trian' (did you mean 'num_train'?); known keys: num_eval,",
+        ),
+        ("generate", "num_train", "many", "key 'num_train' expects int, got str 'many'"),
+        ("generate", "seed", True, "key 'seed' expects int, got bool True"),
+        ("generate", "num_eval", 0, "key 'num_eval': input should be greater than or equal to 1, got int 0"),
+        ("synthesize", "teacher_skill", "high", "key 'teacher_skill' expects float, got str 'high'"),
+        ("synthesize", "teacher_url", 8000, "key 'teacher_url' expects str or None, got int 8000"),
+        (
+            "curate",
+            "allowed_outcomes",
+            "win",
+            "key 'allowed_outcomes' expects list[one of 'win', 'draw', 'loss']",
+        ),
+        ("curate", "dedupe", "yes", "key 'dedupe' expects bool, got str 'yes'"),
+        ("evaluate", "baseline", "teachr", "baseline 'teachr' is not a policy row"),
     ],
 )
-def test_mistyped_key_names_key_section_and_expected_type(
+def test_bad_key_names_file_section_key_and_expected_type(
     params: dict, section: str, key: str, value: object, expected: str
 ) -> None:
     params[section][key] = value
-    cls = {"generate": GenerateConfig, "synthesize": SynthesizeConfig, "curate": CurateConfig}[section]
-    with pytest.raises(ParamsError, match=re.escape(f"section '{section}': key '{key}' {expected}")):
-        load_config(cls, section, params)
+    assert f"params.yaml: section '{section}': {expected}" in error(params)
 
 
-def test_ints_widen_to_floats_and_lists_to_tuples(params: dict) -> None:
+def test_ints_widen_to_floats_and_yaml_exponents_are_floats(params: dict, tmp_path: Path) -> None:
     params["synthesize"]["teacher_skill"] = 0
-    params["synthesize"]["requests_per_second"] = 5
-    config = load_config(SynthesizeConfig, "synthesize", params)
-    assert config.teacher_skill == 0.0 and isinstance(config.teacher_skill, float)
-    assert config.requests_per_second == 5.0
+    assert load_params(params=params).synthesize.teacher_skill == 0.0
+    path = tmp_path / "params.yaml"
+    path.write_text("grpo:\n  learning_rate: 5e-5\n")  # PyYAML alone reads this as a string
+    assert load_params(path).grpo.learning_rate == 5e-5
 
 
-def test_nested_config_keys_are_checked_by_path(params: dict) -> None:
-    params["build_model"]["scratch"]["hidden_sise"] = 64
-    with pytest.raises(
-        ParamsError, match=r"section 'build_model': unknown key 'scratch.hidden_sise'.*'scratch.hidden_size'"
-    ):
-        load_config(BuildModelConfig, "build_model", params)
-    params["build_model"]["scratch"] = {"hidden_size": "wide"}
-    with pytest.raises(ParamsError, match="key 'scratch.hidden_size' expects int"):
-        load_config(BuildModelConfig, "build_model", params)
+def test_nested_library_configs_are_checked_by_path(params: dict) -> None:
+    bad = copy.deepcopy(params)
+    bad["build_model"]["scratch"]["hidden_sise"] = 64
+    assert "section 'build_model': unknown key 'scratch.hidden_sise' (did you mean 'hidden_size'?)" in error(
+        bad
+    )
+    bad = copy.deepcopy(params)
+    bad["build_model"]["scratch"]["hidden_size"] = 130  # not divisible by the 4 heads
+    assert "section 'build_model': key 'scratch': hidden_size (130) must divide by" in error(bad)
+    bad = copy.deepcopy(params)
+    bad["synthesize"]["teacher"]["max_retires"] = 3
+    assert "unknown key 'teacher.max_retires' (did you mean 'max_retries'?)" in error(bad)
+    bad = copy.deepcopy(params)
+    bad["synthesize"]["teacher"]["base_url"] = "http://x/v1"
+    assert "set synthesize.teacher_url" in error(bad)
+
+
+def test_grpo_stages_are_typed_curriculum_stages(params: dict) -> None:
+    stages = load_params(params=params).grpo.stages
+    assert stages["wide"].name == "wide" and stages["wide"].random_move_prob == (0.2, 0.7)
+    assert (
+        stages["strong"].start == "grpo-wide" and stages["strong"].batch_size == params["grpo"]["batch_size"]
+    )
+    params["grpo"]["stages"]["wide"]["max_step"] = 3
+    assert "section 'grpo': unknown key 'stages.wide.max_step' (did you mean 'max_steps'?)" in error(params)
+    params["grpo"]["stages"]["wide"] = {"random_move_prob": [0.0, 0.5, 1.0]}
+    assert "key 'stages.wide.random_move_prob': tuple should have at most 2 items" in error(params)
+    params["grpo"]["stages"]["wide"] = {"temperature": 0.0}
+    assert "stage 'wide': temperature must be positive" in error(params)
 
 
 def test_env_section_is_checked_against_the_env_config(params: dict) -> None:
-    bad = copy.deepcopy(params)
-    bad["env"]["max_turn"] = 9
-    with pytest.raises(ParamsError, match="section 'env': unknown key 'max_turn'.*did you mean 'max_turns'"):
-        load_config(GenerateConfig, "generate", bad)
-    bad = copy.deepcopy(params)
-    bad["env"]["random_move_prob"] = [0.0, "one"]
-    with pytest.raises(ParamsError, match=r"key 'random_move_prob\[1\]' expects float"):
-        load_config(GenerateConfig, "generate", bad)
-    bad = copy.deepcopy(params)
-    bad["env"]["rendering"] = "fancy"
-    with pytest.raises(ParamsError, match="section 'env': rendering must be 'compact' or 'grid'"):
-        load_config(GenerateConfig, "generate", bad)
-    bad = copy.deepcopy(params)
-    bad["env"]["random_move_prob"] = [0.0, 0.5, 1.0]
-    with pytest.raises(ParamsError, match=r"expects tuple\[float, float\]"):
-        load_config(GenerateConfig, "generate", bad)
+    cases = [
+        ("max_turn", 9, "section 'env': unknown key 'max_turn' (did you mean 'max_turns'?)"),
+        ("random_move_prob", [0.0, "one"], "section 'env': key 'random_move_prob[1]' expects float, got str"),
+        ("rendering", "fancy", "section 'env': rendering must be 'compact' or 'grid'"),
+        ("seed", 3, "section 'env': ['seed'] are set by the pipeline (seed from generate)"),
+    ]
+    for key, value, expected in cases:
+        bad = copy.deepcopy(params)
+        bad["env"][key] = value
+        assert expected in error(bad)
+    assert load_params(params=params).env.settings()["random_move_prob"] == (0.0, 1.0)  # as the env reads it
 
 
-def test_config_rules_fail_as_params_errors_naming_the_section(params: dict) -> None:
-    params["generate"]["num_eval"] = 0
-    with pytest.raises(ParamsError, match="section 'generate': num_train, num_eval and num_test"):
-        load_config(GenerateConfig, "generate", params)
-    params["generate"]["num_eval"] = 10
-    params["env"]["seed"] = 3
-    with pytest.raises(ParamsError, match=r"env sets \['seed'\], which belong to the generate section"):
-        load_config(GenerateConfig, "generate", params)
-
-
-def test_paths_come_from_the_layout_unless_the_section_sets_them(params: dict) -> None:
-    params["layout"]["datasets"] = "elsewhere/specs"
-    config = load_config(SynthesizeConfig, "synthesize", params)
-    assert config.specs_dir == "elsewhere/specs"
-    assert config.output_dir == Layout().episodes
-    params["synthesize"]["specs_dir"] = "mine"
-    assert load_config(SynthesizeConfig, "synthesize", params).specs_dir == "mine"
-    params["layout"]["dataset"] = "typo"
-    with pytest.raises(ParamsError, match="section 'layout': unknown key 'dataset'"):
-        load_config(SynthesizeConfig, "synthesize", params)
-
-
-def test_missing_section_and_unknown_section(params: dict) -> None:
-    del params["curate"]
-    with pytest.raises(ParamsError, match="no section 'curate'"):
-        load_config(CurateConfig, "curate", params)
+def test_unknown_section(params: dict) -> None:
     params["curation"] = {}
-    with pytest.raises(ParamsError, match=r"unknown section\(s\) \['curation'\]"):
-        check_params(params)
+    assert "params.yaml: unknown section 'curation' (did you mean 'curate'?); known sections:" in error(
+        params
+    )
+
+
+def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
+    sft = restrict(load_params(params=params), "sft")
+    assert sft.sft.learning_rate == params["sft"]["learning_rate"] and sft.layout.sft == "data/sft"
+    with pytest.raises(
+        AttributeError, match=r"stage 'sft' reads params section 'env' but does not declare it"
+    ):
+        sft.env.kwargs()
+    assert set(READS) == {
+        "build_model",
+        "generate",
+        "synthesize",
+        "curate",
+        "sft",
+        "grpo",
+        "evaluate",
+        "register",
+    }
+
+
+def test_trl_configs_take_the_sections_trl_keys() -> None:
+    from trl import GRPOConfig, SFTConfig
+
+    from tasks.sft import trainer_args
+
+    params = load_params(REPO / "params.yaml", "smoke")
+    sft = trainer_args(SFTConfig, params.sft, output_dir="x")
+    assert (sft.num_train_epochs, sft.per_device_train_batch_size, sft.lr_scheduler_type) == (1, 8, "cosine")
+    grpo = trainer_args(GRPOConfig, params.grpo, output_dir="x")
+    assert (grpo.num_generations, grpo.num_iterations, grpo.max_completion_length) == (4, 2, 16)
+    assert (
+        grpo.learning_rate == params.grpo.learning_rate and grpo.lr_scheduler_type == "constant_with_warmup"
+    )
 
 
 def _profile_dir(tmp_path: Path, overrides: dict) -> Path:
@@ -164,7 +202,7 @@ def test_cli_writes_the_merged_profile(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "other").mkdir()
     bad = _profile_dir(tmp_path / "other", {"generate": {"seed": "s"}})
     assert main(["--params", str(bad), "--profile", "try"]) == 2
-    assert "section 'generate': key 'seed' expects int" in capsys.readouterr().err
+    assert re.search(r"params\.yaml: section 'generate': key 'seed' expects int", capsys.readouterr().err)
 
 
 def test_a_stage_command_refuses_bad_params_before_doing_anything(

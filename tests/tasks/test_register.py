@@ -10,10 +10,9 @@ from envs.policies.scratch_model import build_scratch_model
 from envs.policies.scratch_model_config import ScratchModelConfig
 from tasks import tracking
 from tasks.evaluate import run as evaluate
-from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import run_matrix
 from tasks.register import decide, run
-from tasks.register_config import RegisterConfig
+from tasks.sections import EvaluateConfig, Params, Register
 
 TINY = ScratchModelConfig(
     hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, intermediate_size=64
@@ -22,7 +21,11 @@ TINY = ScratchModelConfig(
 
 def scripted_rows(policy: str, games: int = 60) -> list[dict]:
     config = EvaluateConfig(
-        policies={policy: policy}, opponents=["random", "minimax-0"], games=games, progress=False
+        baseline=None,
+        policies={policy: policy},
+        opponents=["random", "minimax-0"],
+        games=games,
+        progress=False,
     )
     return run_matrix(config).rows
 
@@ -44,6 +47,7 @@ def project(tmp_path, monkeypatch):
     build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
     evaluate(
         EvaluateConfig(
+            baseline=None,
             policies={"grpo": "data/models/grpo"},
             opponents=["random", "minimax-0"],
             games=4,
@@ -56,8 +60,10 @@ def project(tmp_path, monkeypatch):
 
 
 def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Path):
-    config = RegisterConfig(
-        lineage={"grpo": "data/models/grpo"}, candidate="grpo", datasets=["data/sft"], max_new_tokens=8
+    config = Params(
+        register=Register(
+            lineage={"grpo": "data/models/grpo"}, candidate="grpo", datasets=["data/sft"], max_new_tokens=8
+        )
     )
     with tracking.stage_run("register", root=project):
         first = run(config)
@@ -75,4 +81,4 @@ def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Pat
 
 def test_unknown_candidate_is_refused(project: Path):
     with pytest.raises(ValueError, match="not in register.lineage"):
-        run(RegisterConfig(lineage={"sft": "data/models/sft"}, candidate="grpo"))
+        run(Params(register=Register(lineage={"sft": "data/models/sft"}, candidate="grpo")))

@@ -12,9 +12,9 @@ from envs.policies.base import Reply
 from envs.tictactoe.players import RandomPlayer
 from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
 from tasks.evaluate import mlflow_key, run
-from tasks.evaluate_config import EvaluateConfig
 from tasks.matrix import SIDES, run_matrix
 from tasks.report import OUTPUTS, markdown_report, render_game, sample_games, text_table, write_report
+from tasks.sections import EvaluateConfig
 
 OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
 
@@ -32,6 +32,7 @@ class Clumsy(RandomPlayer):
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
     return EvaluateConfig(
+        baseline=None,
         policies={"random": "random", "clumsy": "random", "minimax": "minimax"},
         opponents=OPPONENTS,
         games=40,
@@ -191,7 +192,12 @@ def test_sampled_decoding_is_reported(result):
 
 def test_run_returns_the_metrics_it_writes(tmp_path):
     config = EvaluateConfig(
-        policies={"m": "minimax"}, opponents=["random"], games=5, out_dir=str(tmp_path), progress=False
+        baseline=None,
+        policies={"m": "minimax"},
+        opponents=["random"],
+        games=5,
+        out_dir=str(tmp_path),
+        progress=False,
     )
     metrics = run(config)
     assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
@@ -206,7 +212,7 @@ def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     config = EvaluateConfig(
-        policies={"m": "minimax"}, opponents=["random"], games=5, out_dir="out", progress=False
+        baseline=None, policies={"m": "minimax"}, opponents=["random"], games=5, out_dir="out", progress=False
     )
     try:
         with mlflow.start_run() as active:

@@ -56,12 +56,13 @@ def test_killed_synthesis_resumes_without_loss_or_duplicates(
 ) -> None:
     params = with_specs(params_at, tmp_path / "killed", shared_params)
     # Small journaled batches, paced so the kill lands mid-run.
-    params["synthesize"].update(batch_size=4, max_concurrency=4, requests_per_second=30.0)
+    params["synthesize"].update(batch_size=4, requests_per_second=30.0)
+    params["synthesize"]["teacher"]["max_concurrency"] = 4
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params))
     config = stage_config("synthesize", params)
     journal = synthesize.journal_path(config)
-    output = Path(config.output_dir) / "episodes.jsonl"
+    output = Path(config.layout.episodes) / "episodes.jsonl"
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "tasks.synthesize", "--params", str(params_file), "--no-mlflow"],
@@ -83,7 +84,7 @@ def test_killed_synthesis_resumes_without_loss_or_duplicates(
     assert proc.returncode == -signal.SIGKILL
     assert not output.exists()
     journaled = [json.loads(line) for line in journal.read_text().splitlines()]
-    total = len(read_jsonl(Path(config.specs_dir) / "train.jsonl"))
+    total = len(read_jsonl(Path(config.layout.datasets) / "train.jsonl"))
     assert 12 <= len(journaled) < total
     with journal.open("a") as f:
         f.write('{"seed": 1, "spec": {"se')  # the torn line a kill in the middle of an append leaves
@@ -176,7 +177,7 @@ def test_endpoint_that_keeps_failing_stops_the_stage_and_keeps_finished_batches(
         with pytest.raises(PolicyRequestError, match="failed after 2 attempts: HTTP 500"):
             synthesize.run(config)
     assert len(Journal(synthesize.journal_path(config)).load()) == 4
-    assert not (Path(config.output_dir) / "episodes.jsonl").exists()
+    assert not (Path(config.layout.episodes) / "episodes.jsonl").exists()
 
 
 def test_rate_limit_spaces_requests() -> None:

@@ -1,0 +1,385 @@
+"""The params model: one class per params.yaml section, each field's default and documentation in one place.
+
+params.yaml holds the values a run uses; these classes hold the defaults (equal to params.yaml's, a test checks),
+the types and the rules. Adding a key is one line here (plus its value in params.yaml if it differs). Sections
+that configure a library take that library's config: `build_model.scratch` is a `ScratchModelConfig`,
+`synthesize.teacher` an `OpenAIPolicyConfig`, each `grpo.stages` entry a `CurriculumStage`, and the `sft` and
+`grpo` keys named like TRL's `SFTConfig` / `GRPOConfig` fields reach the trainer config as they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as checked
+
+from envs.policies.openai_policy_config import OpenAIPolicyConfig
+from envs.policies.scratch_model_config import ScratchModelConfig
+from envs.tictactoe.players import opponent_skill
+from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
+from envs.training.curriculum_config import CurriculumStage
+
+# The library configs stay plain dataclasses in envs/; validated here with unknown keys refused.
+FORBID = ConfigDict(extra="forbid")
+ScratchModel = checked(ScratchModelConfig, config=FORBID)
+Teacher = checked(OpenAIPolicyConfig, config=FORBID)
+
+
+@dataclasses.dataclass
+class _GRPOStage(CurriculumStage):
+    start: str = "sft"
+    """Model folder under `layout.models` the stage trains from: `sft` or `grpo-<earlier stage>`."""
+
+
+GRPOStage = checked(_GRPOStage, config=FORBID)
+
+
+class Section(BaseModel):
+    """A params.yaml section: unknown keys and wrong types fail; ints widen to floats, nothing else converts."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_nested_defaults(cls, data: Any) -> Any:
+        # `scratch: {hidden_size: 64}` changes that key of the default config, not every other key back to the
+        # library's own defaults.
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, info in cls.model_fields.items():
+            default = info.get_default(call_default_factory=True)
+            if isinstance(out.get(name), dict) and dataclasses.is_dataclass(default):
+                out[name] = {
+                    **{f.name: getattr(default, f.name) for f in dataclasses.fields(default)},
+                    **out[name],
+                }
+        return out
+
+
+class Layout(Section):
+    """Where the pipeline's files live, relative to the repo root; the same in every profile."""
+
+    base_model: str = "data/models/base"
+    """The base policy (build_model)."""
+    datasets: str = "data/datasets"
+    """Episode-spec splits (generate); GRPO's episode prompts come from its train split."""
+    episodes: str = "data/synth"
+    """Teacher games (synthesize)."""
+    sft: str = "data/sft"
+    """The SFT dataset (curate)."""
+    metrics: str = "data/metrics"
+    """One metrics JSON per stage (DVC metrics)."""
+    models: str = "data/models"
+    """Trained checkpoints: sft, grpo-<stage>."""
+    eval: str = "data/eval"
+    """The evaluation matrix, report and plots."""
+    work: str = "data/work"
+    """Resumable state kept across runs (synthesis journal, checkpoints); never a DVC output."""
+
+
+class Env(Section):
+    """The environment every stage plays: `name` plus the env's own settings (for tic-tac-toe, the fields of
+    `TicTacToeConfig`), checked against that config by `tasks.params.check_env`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "tictactoe"
+    """Registered env name or import path of a module with `load_environment(**kwargs)`."""
+
+    def settings(self) -> dict[str, Any]:
+        """The env's own settings (every key but `name`)."""
+        return dict(self.model_extra or {})
+
+    def kwargs(self) -> dict[str, Any]:
+        """`load_environment(**env.kwargs())`."""
+        return {"name": self.name, **self.settings()}
+
+
+class BuildModel(Section):
+    """The base policy every training stage starts from."""
+
+    model: str = Field("scratch", min_length=1)
+    """`scratch`: a tiny Llama with a BPE tokenizer trained on the env's corpus; else a hub id or model folder."""
+    scratch: ScratchModel = Field(default_factory=ScratchModel)
+    """Sizes of the scratch tokenizer and model (envs/policies/scratch_model_config.py); ignored otherwise."""
+
+
+class Generate(Section):
+    """Episode specs per split, stratified by opponent skill; seeds disjoint across splits."""
+
+    num_train: int = Field(6000, ge=1)
+    """Episodes in the train split: the teacher's games for SFT and GRPO's episode prompts."""
+    num_eval: int = Field(200, ge=1)
+    """Episodes in the eval split (frozen: independent of num_train)."""
+    num_test: int = Field(200, ge=1)
+    """Episodes in the test split."""
+    seed: int = 0
+    """Split seed: decides every episode seed and opponent skill."""
+
+    def env_settings(self) -> dict[str, int]:
+        """The env settings this section owns: split sizes and split seed."""
+        return self.model_dump()
+
+
+class Synthesize(Section):
+    """The teacher plays one split's episodes through the OpenAI Chat Completions protocol, journaled per batch."""
+
+    split: Literal["train", "eval", "test"] = "train"
+    """Split whose episodes the teacher plays."""
+    num_episodes: int | None = Field(None, ge=1)
+    """Play only the first N specs of the split (any prefix is balanced); null plays them all."""
+    teacher_url: str | None = Field(None, pattern=r"^https?://")
+    """OpenAI-compatible base URL ending in /v1; null starts the embedded teacher on a loopback port."""
+    teacher_skill: float = Field(TEACHER_SKILL, ge=0.0, le=1.0)
+    """Embedded teacher only: its slip rate in quiet positions (0.5 is calibrated like gpt-5-mini)."""
+    teacher: Teacher = Field(default_factory=lambda: Teacher(model=TEACHER_MODEL, max_concurrency=16))
+    """Client settings (envs/policies/openai_policy_config.py): model, api_key_env (the variable's NAME),
+    temperature, max_tokens, seed, max_concurrency, max_retries, backoff_base, backoff_max, timeout, cache_dir."""
+    batch_size: int = Field(64, ge=1)
+    """Episodes played together; each finished batch is journaled (keep it when resuming)."""
+    requests_per_second: float | None = Field(None, gt=0.0)
+    """Average request rate (an API quota, e.g. 5); null = no limit."""
+
+    @field_validator("teacher")
+    @classmethod
+    def _no_base_url(cls, value: OpenAIPolicyConfig) -> OpenAIPolicyConfig:
+        # The stage sets the URL (teacher_url, or the embedded teacher's port); another one here would be ignored.
+        if value.base_url != OpenAIPolicyConfig.base_url:
+            raise ValueError("set synthesize.teacher_url (null = the embedded teacher), not teacher.base_url")
+        return value
+
+
+class Curate(Section):
+    """Teacher games filtered (outcome, invalid moves, format), deduplicated and balanced into the SFT data."""
+
+    allowed_outcomes: list[Literal["win", "draw", "loss"]] = Field(["win", "draw"], min_length=1)
+    """Outcomes kept; the rest are dropped."""
+    min_format: float = Field(1.0, ge=0.0, le=1.0)
+    """Lowest share of well-formed replies a kept game may have."""
+    min_values: dict[str, float] = Field(default_factory=lambda: {"move_optimality": 1.0})
+    """Lowest value of each named rubric metric a kept game may have (the env's verifier: for tic-tac-toe the
+    solver's share of value-keeping moves); each is a filter of its own, counted in `dropped`."""
+    dedupe: bool = True
+    """Keep one game of each identical conversation."""
+    balance: bool = True
+    """Downsample every difficulty stratum to the smallest (seeded)."""
+    max_per_stratum: int | None = Field(None, ge=1)
+    """Cap on games per stratum after balancing; null = no cap."""
+    max_imbalance: float = Field(0.1, ge=0.0)
+    """Validation: every stratum holds (1 +- x) times the mean games per stratum."""
+    max_length: int | None = Field(None, ge=1)
+    """Validation: longest game in base-model tokens; null = the model's context."""
+    eval_fraction: float = Field(0.05, ge=0.0, lt=1.0)
+    """Share of games per stratum held out for the SFT eval loss."""
+    seed: int = 0
+    """Seed of balancing and of the hold-out."""
+
+
+class SFT(Section):
+    """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
+
+    num_train_epochs: float = Field(3.0, gt=0.0)
+    """Passes over the curated games."""
+    per_device_train_batch_size: int = Field(16, ge=1)
+    """Games per micro-batch (CPU: keep under ~4k tokens)."""
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    """Micro-batches per optimizer step."""
+    learning_rate: float = Field(0.002, gt=0.0)
+    """Peak learning rate."""
+    lr_scheduler_type: str = "cosine"
+    """transformers learning-rate schedule."""
+    warmup_steps: int = Field(30, ge=0)
+    """Linear warm-up steps."""
+    max_length: int = Field(1024, ge=1)
+    """Tokens per game kept (curate already checks lengths)."""
+    logging_steps: int = Field(20, ge=1)
+    """Steps between logged metrics (to MLflow)."""
+    save_steps: int = Field(100, ge=1)
+    """Steps between resumable checkpoints."""
+    seed: int = 0
+    """Seed of data order and dropout."""
+    torch_threads: int = Field(0, ge=0)
+    """CPU threads for torch; 0 keeps torch's default."""
+
+
+def _default_stages() -> dict[str, Any]:
+    # The case study's curriculum: mixed opponents, then strong ones; greedy play got worse at temperature 1.
+    return {
+        "wide": GRPOStage(
+            name="wide", start="sft", random_move_prob=(0.2, 0.7), max_steps=50, temperature=0.3
+        ),
+        "strong": GRPOStage(
+            name="strong", start="grpo-wide", random_move_prob=(0.0, 0.25), max_steps=50, temperature=0.3
+        ),
+    }
+
+
+class GRPO(Section):
+    """One DVC stage per curriculum stage; keys named like `GRPOConfig` fields go to the trainer config."""
+
+    stages: dict[str, GRPOStage] = Field(default_factory=_default_stages, min_length=1)
+    """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (envs/training/curriculum_config.py)."""
+    num_generations: int = Field(8, ge=2)
+    """Episodes per group (same spec, same opponent)."""
+    batch_size: int = Field(32, ge=1)
+    """Episodes per optimizer step, every stratum covered: the default of each stage's batch_size."""
+    per_device_train_batch_size: int = Field(16, ge=1)
+    """Episodes per micro-batch."""
+    learning_rate: float = Field(5e-5, gt=0.0)
+    """Learning rate (a stage may override it)."""
+    lr_scheduler_type: str = "constant_with_warmup"
+    """transformers learning-rate schedule."""
+    warmup_steps: int = Field(10, ge=0)
+    """Linear warm-up steps of each stage."""
+    num_iterations: int = Field(2, ge=1)
+    """Optimizer passes over each batch of episodes (rollouts are most of a step's cost)."""
+    invalid_penalty: float | None = -0.5
+    """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""
+    max_completion_length: int = Field(48, ge=1)
+    """Tokens per model turn."""
+    logging_steps: int = Field(10, ge=1)
+    """Steps between logged metrics (to MLflow)."""
+    save_steps: int = Field(50, ge=1)
+    """Steps between resumable checkpoints."""
+    seed: int = 0
+    """Seed of sampling and data order."""
+    torch_threads: int = Field(0, ge=0)
+    """CPU threads for torch; 0 keeps torch's default."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stage_names(cls, data: Any) -> Any:
+        # A stage's name is its key, and the section's batch_size is every stage's default.
+        if isinstance(data, dict) and isinstance(data.get("stages"), dict):
+            batch = data.get("batch_size", cls.model_fields["batch_size"].default)
+            stages = {
+                k: {"name": k, "batch_size": batch, **v} if isinstance(v, dict) else v
+                for k, v in data["stages"].items()
+            }
+            data = {**data, "stages": stages}
+        return data
+
+
+DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
+
+
+def _default_policies() -> dict[str, str]:
+    models = {name: f"data/models/{name}" for name in ("base", "sft", "grpo-wide", "grpo-strong")}
+    return {**models, "teacher": "expert-0.5", "minimax": "minimax", "random": "random"}
+
+
+class EvaluateConfig(Section):
+    """The opponent matrix: rows are policies, columns opponents x who starts; every cell plays the same
+    frozen games (seeded by `seed` alone). The board text and turn limit are the `env` section's."""
+
+    policies: dict[str, str] = Field(default_factory=_default_policies, min_length=1)
+    """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order."""
+    opponents: list[str] = Field(default_factory=lambda: list(DEFAULT_OPPONENTS), min_length=1)
+    """Column opponents, weakest first: `random` or `minimax-<random-move probability>`."""
+    games: int = Field(24, ge=1)
+    """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
+    seed: int = 0
+    """Seed of the frozen suite and of the policies."""
+    temperature: float = Field(0.0, ge=0.0)
+    """0 = greedy decoding; above 0 samples."""
+    max_new_tokens: int = Field(48, ge=1)
+    """Longest model reply per turn."""
+    max_batch_size: int | None = Field(None, ge=1)
+    """Most conversations per policy call; null sends every live game of a row at once."""
+    api_model: str = "teacher"
+    """Model name sent to OpenAI-compatible endpoints."""
+    out_dir: str = "data/eval"
+    """Folder of the metrics, CSV, plots and report."""
+    baseline: str | None = "teacher"
+    """Row the report compares the others against; null = the first row."""
+    progress: bool = False
+    """Show a progress bar per policy (stderr)."""
+
+    @field_validator("opponents")
+    @classmethod
+    def _known_opponents(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"opponents {value} repeat a name; list each opponent once")
+        for name in value:
+            opponent_skill(name)  # raises with the accepted names
+        return value
+
+    @model_validator(mode="after")
+    def _baseline_is_a_row(self) -> EvaluateConfig:
+        if self.baseline is not None and self.baseline not in self.policies:
+            raise ValueError(
+                f"baseline {self.baseline!r} is not a policy row; rows are {list(self.policies)}"
+            )
+        if not math.isfinite(self.temperature):
+            raise ValueError("temperature must be finite")
+        return self
+
+    @property
+    def decoding(self) -> str:
+        """How models pick tokens, as reports say it."""
+        return "greedy" if self.temperature == 0 else f"sampled (temperature {self.temperature:g})"
+
+
+class Register(Section):
+    """Register the evaluated candidate in MLflow with its lineage; move `champion` only when it is better."""
+
+    model_name: str = "wander-tictactoe"
+    """Registered model name."""
+    candidate: str = "grpo-strong"
+    """Row of the evaluation matrix (and lineage entry) registered."""
+    lineage: dict[str, str] = Field(
+        default_factory=lambda: {n: f"data/models/{n}" for n in ("base", "sft", "grpo-wide", "grpo-strong")}
+    )
+    """Checkpoints in training order, name -> folder."""
+    datasets: list[str] = Field(default_factory=lambda: ["data/datasets", "data/sft"])
+    """Data folders the candidate was trained on; their DVC hashes become version tags."""
+    eval_dir: str = "data/eval"
+    """Folder of the evaluate stage's matrix.json and matrix.csv."""
+    baseline: str | None = "teacher"
+    """Matrix row the candidate must be no worse than in any column (the teacher); null skips that gate."""
+    alias: str = "champion"
+    """Alias of the best version so far."""
+    metric: str = "non_loss"
+    """Rate compared between candidate and champion per matrix column (95% intervals)."""
+    max_new_tokens: int = Field(48, ge=1)
+    """Tokens per reply when the champion is replayed; keep it equal to evaluate's."""
+    lock_file: str = "dvc.lock"
+    """Where DVC records output hashes (read for the lineage tags)."""
+
+
+with warnings.catch_warnings():
+    # `register` shadows ABCMeta.register (a class method nobody calls on params); the field is what we mean.
+    warnings.filterwarnings("ignore", message='Field name "register"')
+
+    class Params(Section):
+        """The whole params.yaml. A missing section or key takes the default above."""
+
+        layout: Layout = Field(default_factory=Layout)
+        env: Env = Field(default_factory=Env)
+        build_model: BuildModel = Field(default_factory=BuildModel)
+        generate: Generate = Field(default_factory=Generate)
+        synthesize: Synthesize = Field(default_factory=Synthesize)
+        curate: Curate = Field(default_factory=Curate)
+        sft: SFT = Field(default_factory=SFT)
+        grpo: GRPO = Field(default_factory=GRPO)
+        evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+        register: Register = Field(default_factory=Register)
+
+
+# The sections each stage reads besides `layout` (whose paths reach dvc.yaml through ${layout.*}). dvc.yaml lists
+# exactly these as the stage's params, and a stage is handed only these (tasks.params.restrict), so the two agree.
+READS: dict[str, tuple[str, ...]] = {
+    "build_model": ("env", "build_model"),
+    "generate": ("env", "generate"),
+    "synthesize": ("env", "synthesize"),
+    "curate": ("env", "curate"),
+    "sft": ("sft",),
+    "grpo": ("env", "grpo"),
+    "evaluate": ("env", "evaluate"),
+    "register": ("env", "register"),
+}

@@ -45,9 +45,9 @@ def retrain_params(params: dict, work: Path, seed: int) -> dict:
     """The pipeline's params pointed at the retrain folder: fresh seeds, GRPO from the champion."""
     params = copy.deepcopy(params)
     layout = params["layout"]
-    for key in ("models", "eval", "metrics", "work"):
+    for key in ("datasets", "models", "eval", "metrics", "work"):
         layout[key] = str(work / key)
-    params["env"]["seed"] = seed  # fresh episode seeds for GRPO's train split
+    params["generate"]["seed"] = seed  # fresh episode seeds: GRPO plays the generated train split
     stages = params["grpo"]["stages"]
     names = list(stages)
     stages[names[0]]["start"] = "champion"
@@ -78,6 +78,7 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str =
     params_file.write_text(yaml.safe_dump(derived, sort_keys=False))
     with pipeline_run("retrain", {"seed": seed}, root=root) as run_id:
         fetch_champion(root, model_name, "champion", str(Path(root) / work / "models/champion"))
+        run_module("generate", ["--params", str(params_file)], root, run_id)
         for stage in derived["grpo"]["stages"]:
             run_module("grpo", ["--stage", stage, "--params", str(params_file)], root, run_id)
         run_module("evaluate", ["--params", str(params_file)], root, run_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -44,31 +44,19 @@ class OpenAIPolicyConfig:
             Directory of the disk cache of replies, keyed by a hash of the full request. `None` disables it.
     """
 
-    base_url: str = field(
-        default="http://127.0.0.1:8000/v1",
-        metadata={"help": "Base URL of the endpoint, including the `/v1` suffix."},
-    )
-    model: str = field(default="teacher", metadata={"help": "Model name sent with every request."})
-    api_key_env: str = field(
-        default="OPENAI_API_KEY",
-        metadata={"help": "Name of the env var holding the API key; unset -> placeholder key 'EMPTY'."},
-    )
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
-    top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling probability mass."})
-    max_tokens: int | None = field(
-        default=512, metadata={"help": "Maximum completion tokens per reply; None leaves it to the server."}
-    )
-    seed: int = field(default=0, metadata={"help": "Base seed of the per-request seeds and of the jitter."})
-    max_concurrency: int = field(default=8, metadata={"help": "Maximum requests in flight within a batch."})
-    max_retries: int = field(
-        default=5, metadata={"help": "Retries on 408, 429, 5xx, timeouts and dropped connections."}
-    )
-    backoff_base: float = field(default=0.5, metadata={"help": "Backoff in seconds before the first retry."})
-    backoff_max: float = field(default=30.0, metadata={"help": "Upper bound in seconds of one backoff."})
-    timeout: float = field(default=60.0, metadata={"help": "Timeout in seconds of one attempt."})
-    cache_dir: str | None = field(
-        default=None, metadata={"help": "Disk cache of replies keyed by the full request; None disables it."}
-    )
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "teacher"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int | None = 512
+    seed: int = 0
+    max_concurrency: int = 8
+    max_retries: int = 5
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    timeout: float = 60.0
+    cache_dir: str | None = None
 
     def __post_init__(self) -> None:
         # Fail at construction, not on the thousandth request of a synthesis run.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 
 @dataclass
@@ -60,27 +60,23 @@ class ScratchModelConfig:
     """
 
     # Tokenizer
-    vocab_size: int = field(default=1024, metadata={"help": "Target BPE vocabulary size (an upper bound)."})
-    min_frequency: int = field(default=2, metadata={"help": "Minimum pair count for a BPE merge."})
-    split_digits: bool = field(default=True, metadata={"help": "Make every digit its own token."})
-    single_char_tokens: str = field(
-        default="XO./", metadata={"help": "Characters never merged with a neighbour (the compact board)."}
-    )
+    vocab_size: int = 1024
+    min_frequency: int = 2
+    split_digits: bool = True
+    single_char_tokens: str = "XO./"
 
     # Model
-    hidden_size: int = field(default=128, metadata={"help": "Width of the residual stream."})
-    num_hidden_layers: int = field(default=4, metadata={"help": "Number of transformer blocks."})
-    num_attention_heads: int = field(default=4, metadata={"help": "Number of query heads."})
-    num_key_value_heads: int = field(default=4, metadata={"help": "Number of key/value heads."})
-    intermediate_size: int = field(default=512, metadata={"help": "Width of the SwiGLU MLP."})
-    max_position_embeddings: int = field(default=2048, metadata={"help": "Longest context."})
-    tie_word_embeddings: bool = field(
-        default=True, metadata={"help": "Share input embedding and output head."}
-    )
-    rope_theta: float = field(default=10000.0, metadata={"help": "Base period of the rotary embeddings."})
-    rms_norm_eps: float = field(default=1e-6, metadata={"help": "Epsilon of the RMSNorm layers."})
-    initializer_range: float = field(default=0.02, metadata={"help": "Std of the weight initialisation."})
-    seed: int = field(default=0, metadata={"help": "Seed of the weight initialisation."})
+    hidden_size: int = 128
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 4
+    intermediate_size: int = 512
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = True
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+    initializer_range: float = 0.02
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.vocab_size < 256 + 3:

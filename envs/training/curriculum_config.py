@@ -37,18 +37,14 @@ class CurriculumStage:
     """
 
     name: str
-    random_move_prob: tuple[float, float] | None = field(
-        default=None, metadata={"help": "Opponent skill range."}
-    )
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature."})
-    max_steps: int = field(default=100, metadata={"help": "Optimizer steps of the stage."})
-    batch_size: int = field(default=32, metadata={"help": "Episodes per optimizer step."})
-    num_generations: int | None = field(default=None, metadata={"help": "Episodes per group."})
-    learning_rate: float | None = field(default=None, metadata={"help": "Learning rate of the stage."})
-    advance_when: dict[str, float] = field(
-        default_factory=dict, metadata={"help": "Early-advance thresholds."}
-    )
-    env_kwargs: dict = field(default_factory=dict, metadata={"help": "Other env settings of the stage."})
+    random_move_prob: tuple[float, float] | None = None
+    temperature: float = 1.0
+    max_steps: int = 100
+    batch_size: int = 32
+    num_generations: int | None = None
+    learning_rate: float | None = None
+    advance_when: dict[str, float] = field(default_factory=dict)
+    env_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or "/" in self.name:

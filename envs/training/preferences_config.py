@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 PAIR_MODES = ("first_divergence", "episode")
@@ -42,16 +42,16 @@ class PreferenceConfig:
             Conversations per policy call; `None` sends every live episode at once.
     """
 
-    policy: Any = field(default=None, metadata={"help": "Who plays; None: the trained model."})
-    num_prompts: int = field(default=256, metadata={"help": "Episode specs to play."})
-    group_size: int = field(default=4, metadata={"help": "Episodes per spec."})
-    temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the trained model."})
-    max_new_tokens: int = field(default=64, metadata={"help": "Tokens per model turn."})
-    min_reward_gap: float = field(default=0.0, metadata={"help": "Minimum reward gap of a pair."})
-    pair: str = field(default="first_divergence", metadata={"help": "'first_divergence' or 'episode'."})
-    split: str = field(default="train", metadata={"help": "Split of episode specs."})
-    seed: int = field(default=0, metadata={"help": "Seed of the order and the sampling."})
-    max_batch_size: int | None = field(default=None, metadata={"help": "Conversations per policy call."})
+    policy: Any = None
+    num_prompts: int = 256
+    group_size: int = 4
+    temperature: float = 1.0
+    max_new_tokens: int = 64
+    min_reward_gap: float = 0.0
+    pair: str = "first_divergence"
+    split: str = "train"
+    seed: int = 0
+    max_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.group_size < 2:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 
 @dataclass
@@ -37,17 +37,12 @@ class RolloutConfig:
             `env.evaluate` plays it.
     """
 
-    split: str = field(default="train", metadata={"help": "Split of episode specs to train on."})
-    num_rows: int | None = field(default=None, metadata={"help": "Rows in the trainer's dataset."})
-    seed: int | None = field(default=None, metadata={"help": "Seed of the order; None uses args.seed."})
-    stratified: bool = field(default=True, metadata={"help": "Cover every stratum in every batch."})
-    max_episode_tokens: int | None = field(
-        default=None, metadata={"help": "Token cap of one episode (GRPO)."}
-    )
-    tool_protocol: str = field(
-        default="environment_factory",
-        metadata={"help": "ToolEnv under GRPO: 'environment_factory' or 'rollout_func'."},
-    )
+    split: str = "train"
+    num_rows: int | None = None
+    seed: int | None = None
+    stratified: bool = True
+    max_episode_tokens: int | None = None
+    tool_protocol: str = "environment_factory"
 
     def __post_init__(self) -> None:
         if self.num_rows is not None and self.num_rows < 1:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -30,17 +30,12 @@ class SFTDataConfig:
             Conversations per policy call; `None` sends every live episode at once.
     """
 
-    teacher: Any = field(
-        default="expert-0.5", metadata={"help": "Policy or make_policy spec of the teacher."}
-    )
-    num_episodes: int = field(default=1000, metadata={"help": "Episodes played before filtering."})
-    split: str = field(default="train", metadata={"help": "Split of episode specs."})
-    filters: tuple = field(
-        default=("no_error", "not_lost", "no_invalid_moves", "well_formatted"),
-        metadata={"help": "Predicates (names or callables) a kept episode passes."},
-    )
-    seed: int = field(default=0, metadata={"help": "Seed of the spec order and the teacher."})
-    max_batch_size: int | None = field(default=None, metadata={"help": "Conversations per policy call."})
+    teacher: Any = "expert-0.5"
+    num_episodes: int = 1000
+    split: str = "train"
+    filters: tuple = ("no_error", "not_lost", "no_invalid_moves", "well_formatted")
+    seed: int = 0
+    max_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_episodes < 1:

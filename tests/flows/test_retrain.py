@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from flows.retrain import retrain_params
-from tasks.params import read_params
+from tasks.params import load_params, read_params
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -15,7 +15,9 @@ def test_retrain_params_keep_the_curriculum_order_and_start_from_the_champion():
     assert list(stages) == list(params["grpo"]["stages"])  # order is the curriculum
     first, *rest = stages.values()
     assert first["start"] == "champion" and all(s["start"].startswith("grpo-") for s in rest)
-    assert derived["env"]["seed"] == 7
+    assert derived["generate"]["seed"] == 7 and "seed" not in derived["env"]
+    assert derived["layout"]["datasets"] == "data/work/retrain/seed-7/datasets"
+    load_params(params=derived)  # the derived params are valid
     assert derived["layout"]["models"] == "data/work/retrain/seed-7/models"
     assert derived["register"]["candidate"] == "candidate"
     assert set(derived["evaluate"]["policies"]) == {"champion", "candidate"}

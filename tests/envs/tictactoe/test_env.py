@@ -163,3 +163,22 @@ def test_bad_settings_name_the_problem():
         scripted_player("alphazero")
     with pytest.raises(ValueError, match="unknown environment"):
         load_environment("chess")
+
+
+def test_specs_dir_gives_the_splits_seeds_and_strata_with_the_configs_skill_range(tmp_path) -> None:
+    import json
+
+    from envs import load_environment
+
+    generated = load_environment("tictactoe", num_train=40, seed=5)  # as the generate stage writes them
+    rows = generated.get_dataset("train").to_list()
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stage = load_environment("tictactoe", specs_dir=str(tmp_path), random_move_prob=(0.2, 0.7))
+    specs = stage.get_dataset("train").to_list()
+    assert [(s["seed"], s["stratum"], s["model_starts"]) for s in specs] == [
+        (r["seed"], r["stratum"], r["model_starts"]) for r in rows
+    ]
+    assert all(0.2 <= s["random_move_prob"] <= 0.7 for s in specs)
+    assert load_environment("tictactoe", specs_dir=str(tmp_path)).get_dataset("train").to_list() == rows
+    with pytest.raises(FileNotFoundError, match="eval.jsonl"):
+        stage.get_dataset("eval")

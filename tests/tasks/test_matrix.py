@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
@@ -181,5 +180,5 @@ def test_local_model_goes_through_the_matrix(tiny_model):
         result.rows
     )  # greedy: a rerun is identical (NaN too)
 
-    sampled = run_matrix(dataclasses.replace(config, temperature=0.7))
+    sampled = run_matrix(config.model_copy(update={"temperature": 0.7}))
     assert {r["decoding"] for r in sampled.rows} == {"sampled (temperature 0.7)"}

@@ -63,7 +63,8 @@ def test_same_input_gives_the_same_bytes(params: dict, stage_config, tmp_path: P
 def test_every_filter_drops_and_counts_its_games(params: dict, stage_config) -> None:
     path = Path(params["layout"]["episodes"]) / "episodes.jsonl"
     episodes = read_jsonl(path)
-    good = [e for e in episodes if e["state"]["outcome"] != "loss"]
+    # Games every filter keeps (the solver's move_optimality filter included), so each damage is the only fault.
+    good = [e for e in episodes if e["state"]["outcome"] != "loss" and e["values"]["move_optimality"] >= 1.0]
     extra = []
     for i, damage in enumerate(["error", "invalid", "format", "same_seed", "same_game"]):
         e = copy.deepcopy(good[i])

@@ -46,14 +46,16 @@ def project(tmp_path, monkeypatch):
     env = load_environment("tictactoe")
     build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
     evaluate(
-        EvaluateConfig(
-            baseline=None,
-            policies={"grpo": "data/models/grpo"},
-            opponents=["random", "minimax-0"],
-            games=4,
-            max_new_tokens=8,
-            out_dir="data/eval",
-            progress=False,
+        Params(
+            evaluate=EvaluateConfig(
+                baseline=None,
+                policies={"grpo": "data/models/grpo"},
+                opponents=["random", "minimax-0"],
+                games=4,
+                max_new_tokens=8,
+                out_dir="data/eval",
+                progress=False,
+            )
         )
     )
     return tmp_path
@@ -62,7 +64,11 @@ def project(tmp_path, monkeypatch):
 def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Path):
     config = Params(
         register=Register(
-            lineage={"grpo": "data/models/grpo"}, candidate="grpo", datasets=["data/sft"], max_new_tokens=8
+            lineage={"grpo": "data/models/grpo"},
+            candidate="grpo",
+            datasets=["data/sft"],
+            max_new_tokens=8,
+            baseline=None,  # this matrix has no teacher row
         )
     )
     with tracking.stage_run("register", root=project):

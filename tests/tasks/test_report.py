@@ -14,7 +14,7 @@ from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better
 from tasks.evaluate import mlflow_key, run
 from tasks.matrix import SIDES, run_matrix
 from tasks.report import OUTPUTS, markdown_report, render_game, sample_games, text_table, write_report
-from tasks.sections import EvaluateConfig
+from tasks.sections import EvaluateConfig, Params
 
 OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
 
@@ -199,7 +199,7 @@ def test_run_returns_the_metrics_it_writes(tmp_path):
         out_dir=str(tmp_path),
         progress=False,
     )
-    metrics = run(config)
+    metrics = run(Params(evaluate=config))
     assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
     assert metrics["m"]["random"]["non_loss"] == 1.0
     matrix = json.loads((tmp_path / OUTPUTS["matrix"]).read_text())
@@ -216,7 +216,7 @@ def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):
     )
     try:
         with mlflow.start_run() as active:
-            run(config)
+            run(Params(evaluate=config))
     finally:
         mlflow.set_tracking_uri(previous)
     logged = mlflow.get_run(active.info.run_id)

@@ -86,7 +86,7 @@ def test_a_stage_process_nests_under_the_parent_id_it_is_given(root: Path, param
     child = runs(root)["generate"]
     assert child.data.tags["mlflow.parentRunId"] == parent_id
     assert child.info.status == "FINISHED"
-    assert child.data.metrics["episodes"] == 80.0 and child.data.params["num_train"] == "48"
+    assert child.data.metrics["episodes"] == 80.0 and child.data.params["generate/num_train"] == "48"
     assert [a.path for a in mlflow.MlflowClient().list_artifacts(child.info.run_id, "validation")] == [
         "validation/validation.json"
     ]

@@ -127,7 +127,7 @@ def test_env_section_is_checked_against_the_env_config(params: dict) -> None:
     cases = [
         ("max_turn", 9, "section 'env': unknown key 'max_turn' (did you mean 'max_turns'?)"),
         ("random_move_prob", [0.0, "one"], "section 'env': key 'random_move_prob[1]' expects float, got str"),
-        ("rendering", "fancy", "section 'env': rendering must be 'compact' or 'grid'"),
+        ("rendering", "fancy", "section 'env': rendering must be 'board', 'compact' or 'grid'"),
         ("seed", 3, "section 'env': ['seed'] are set by the pipeline (seed from generate)"),
     ]
     for key, value, expected in cases:

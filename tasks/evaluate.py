@@ -15,6 +15,7 @@ from typing import Any
 
 from envs import Policy
 from tasks import tracking
+from tasks.curves import read_curves
 from tasks.matrix import RATES, MatrixResult, run_matrix
 from tasks.report import headline_metrics, write_report
 from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig, Params
@@ -32,6 +33,7 @@ def evaluate(
 ) -> MatrixResult:
     """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies."""
     result = run_matrix(config, built, env)
+    result.curves = read_curves(config.policies)
     paths = write_report(result, config.out_dir, config.seed, config.baseline)
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     log_to_mlflow(result, config)

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from tasks.atomic import atomic_dir
+from tasks.atomic import atomic_dir, write_json
+from tasks.curves import CURVE_FILE, curve_points
 from tasks.fingerprint import fingerprint
 from tasks.sections import Params
 from tasks.sft import trainer_args
@@ -29,6 +30,7 @@ def run(params: Params, stage: str) -> dict:
     from envs import load_environment
     from envs.training import train_resumable, trainer_spec
     from envs.training.curriculum import Curriculum
+    from envs.training.learning_curve import LearningCurveCallback
 
     config, layout = params.grpo, params.layout
     if stage not in config.stages:
@@ -49,12 +51,17 @@ def run(params: Params, stage: str) -> dict:
     curriculum = Curriculum(list(stages.values()))
     start = time.monotonic()
     trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
+    curve_env = load_environment(**params.env.kwargs())
+    if config.curve_every:
+        trainer.add_callback(LearningCurveCallback(curve_env, trainer, config.curve_every))
     inputs = (config, params.env, stage)  # the env and the episode specs decide the episodes too
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
     out = Path(layout.models) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))
         trainer.processing_class.save_pretrained(str(tmp))
+        # The stage's learning curve travels with its model (log_history is restored on resume: never partial).
+        write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
     seconds = time.monotonic() - start
     steps = trainer.state.global_step
     logged = [h for h in trainer.state.log_history if "reward" in h]

@@ -21,6 +21,7 @@ from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
 from envs.stats import mean_ci, wilson_interval
 from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
+from envs.tictactoe.exact import exact_both_sides
 from envs.tictactoe.players import RandomPlayer, opponent_skill
 from tasks.sections import EvaluateConfig
 
@@ -42,6 +43,10 @@ class MatrixResult:
     games: int
     decoding: str
     seconds: dict[str, float] = field(default_factory=dict)
+    # policy -> opponent -> exact expected rates, both sides pooled (greedy local models only)
+    exact: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # (stage, points) of the GRPO learning curves found in the rows' model folders, in row order
+    curves: list[tuple[str, list[dict]]] = field(default_factory=list)
 
     def row(self, policy: str, opponent: str, side: str) -> dict:
         """The row of one cell."""
@@ -189,6 +194,35 @@ def play_row(
     return episodes
 
 
+def exact_row(env: TicTacToeEnv, policy: Policy, opponents: Sequence[str]) -> dict[str, dict[str, float]]:
+    """A greedy policy's exact expected rates against each opponent, both sides pooled (no sampling noise)."""
+    start = time.perf_counter()
+    out = {o: exact_both_sides(env, policy, opponent_skill(o))["both"] for o in opponents}
+    logger.info("exact results in %.1f s", time.perf_counter() - start)
+    return out
+
+
+def exact_lines(result: MatrixResult) -> list[str]:
+    """Markdown: the exact table of every greedy model row (expected rates, both sides pooled)."""
+    if not result.exact:
+        return []
+    md = [
+        "## Exact results (greedy model rows, no sampling noise)",
+        "",
+        "Expected rates summed over every reply the opponent can make (`envs/tictactoe/exact.py`), both sides pooled.",
+        "",
+        "| policy | opponent | win | draw | loss | games with an invalid move | optimal moves |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, rows in result.exact.items():
+        for opponent, r in rows.items():
+            md.append(
+                f"| {name} | {opponent} | {r['win']:.3f} | {r['draw']:.3f} | {r['loss']:.3f} "
+                f"| {r['any_invalid']:.3f} | {r['move_optimality']:.3f} |"
+            )
+    return md + [""]
+
+
 def run_matrix(
     config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
 ) -> MatrixResult:
@@ -226,6 +260,8 @@ def run_matrix(
             seconds,
             len(episodes) / max(seconds, 1e-9),
         )
+        if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
+            result.exact[name] = exact_row(env, policy, config.opponents)
         del policy  # a local model's memory goes before the next row loads
         result.episodes[name] = episodes
         for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):

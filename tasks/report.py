@@ -22,7 +22,8 @@ from envs.policies.loading import SCRIPTED  # noqa: E402
 from envs.tictactoe.render import parse_board  # noqa: E402
 from tasks.atomic import write_atomic, write_text  # noqa: E402
 from tasks.compare import compare, conclusion  # noqa: E402
-from tasks.matrix import SIDES, MatrixResult, pooled, summary  # noqa: E402
+from tasks.curves import plot_curves  # noqa: E402
+from tasks.matrix import SIDES, MatrixResult, exact_lines, pooled, summary  # noqa: E402
 
 OUTPUTS = {
     "metrics": "metrics.json",
@@ -31,6 +32,7 @@ OUTPUTS = {
     "heatmap": "non_loss_heatmap.png",
     "bars": "non_loss_by_policy.png",
     "report": "report.md",
+    "curve": "learning_curve.png",
 }
 SIDE_LABEL = {"first": "moves first", "second": "moves second"}
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
@@ -352,6 +354,9 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 md.append(f"| {c['opponent']} {c['side']} | {a} | {b} | {c['verdict']} |")
             md.append("")
 
+    md += exact_lines(result)
+    if result.curves:
+        md += ["## Learning curve", "", f"![learning curve]({OUTPUTS['curve']})", ""]
     md += ["## Sample games", ""]
     for n in names:
         for kind, ep in sample_games(result.episodes[n]):
@@ -377,9 +382,12 @@ def write_report(
     out = Path(out_dir)
     paths = {kind: out / name for kind, name in OUTPUTS.items()}
     write_text(paths["metrics"], json.dumps(headline_metrics(result, baseline), indent=2) + "\n")
-    write_text(paths["matrix"], json.dumps(matrix_dict(result, seed), indent=2) + "\n")
+    write_text(
+        paths["matrix"], json.dumps({**matrix_dict(result, seed), "exact": result.exact}, indent=2) + "\n"
+    )
     write_text(paths["csv"], csv_text(result.rows))
     plot_heatmap(result, paths["heatmap"])
     plot_bars(result, paths["bars"])
+    plot_curves(result.curves, paths["curve"])
     write_text(paths["report"], markdown_report(result, seed, baseline))
     return paths

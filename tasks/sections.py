@@ -112,7 +112,7 @@ class BuildModel(Section):
 class Generate(Section):
     """Episode specs per split, stratified by opponent skill; seeds disjoint across splits."""
 
-    num_train: int = Field(6000, ge=1)
+    num_train: int = Field(8000, ge=1)
     """Episodes in the train split: the teacher's games for SFT and GRPO's episode prompts."""
     num_eval: int = Field(200, ge=1)
     """Episodes in the eval split (frozen: independent of num_train)."""
@@ -166,11 +166,11 @@ class Curate(Section):
     solver's share of value-keeping moves); each is a filter of its own, counted in `dropped`."""
     dedupe: bool = True
     """Keep one game of each identical conversation."""
-    balance: bool = True
+    balance: bool = False
     """Downsample every difficulty stratum to the smallest (seeded)."""
     max_per_stratum: int | None = Field(None, ge=1)
     """Cap on games per stratum after balancing; null = no cap."""
-    max_imbalance: float = Field(0.1, ge=0.0)
+    max_imbalance: float = Field(0.5, ge=0.0)
     """Validation: every stratum holds (1 +- x) times the mean games per stratum."""
     max_length: int | None = Field(None, ge=1)
     """Validation: longest game in base-model tokens; null = the model's context."""
@@ -183,10 +183,10 @@ class Curate(Section):
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
-    num_train_epochs: float = Field(3.0, gt=0.0)
+    num_train_epochs: float = Field(4.0, gt=0.0)
     """Passes over the curated games."""
-    per_device_train_batch_size: int = Field(16, ge=1)
-    """Games per micro-batch (CPU: keep under ~4k tokens)."""
+    per_device_train_batch_size: int = Field(64, ge=1)
+    """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
     learning_rate: float = Field(0.002, gt=0.0)
@@ -197,9 +197,9 @@ class SFT(Section):
     """Linear warm-up steps."""
     max_length: int = Field(1024, ge=1)
     """Tokens per game kept (curate already checks lengths)."""
-    logging_steps: int = Field(20, ge=1)
+    logging_steps: int = Field(50, ge=1)
     """Steps between logged metrics (to MLflow)."""
-    save_steps: int = Field(100, ge=1)
+    save_steps: int = Field(200, ge=1)
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of data order and dropout."""
@@ -208,13 +208,11 @@ class SFT(Section):
 
 
 def _default_stages() -> dict[str, Any]:
-    # The case study's curriculum: mixed opponents, then strong ones; greedy play got worse at temperature 1.
+    # Every opponent skill first, then the stronger half, so defence is what the last updates train.
     return {
-        "wide": GRPOStage(
-            name="wide", start="sft", random_move_prob=(0.2, 0.7), max_steps=50, temperature=0.3
-        ),
+        "wide": GRPOStage(name="wide", start="sft", random_move_prob=(0.0, 1.0), max_steps=120, temperature=1.0),
         "strong": GRPOStage(
-            name="strong", start="grpo-wide", random_move_prob=(0.0, 0.25), max_steps=50, temperature=0.3
+            name="strong", start="grpo-wide", random_move_prob=(0.0, 0.5), max_steps=60, temperature=1.0
         ),
     }
 
@@ -226,21 +224,25 @@ class GRPO(Section):
     """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (envs/training/curriculum_config.py)."""
     num_generations: int = Field(8, ge=2)
     """Episodes per group (same spec, same opponent)."""
-    batch_size: int = Field(32, ge=1)
-    """Episodes per optimizer step, every stratum covered: the default of each stage's batch_size."""
-    per_device_train_batch_size: int = Field(16, ge=1)
-    """Episodes per micro-batch."""
-    learning_rate: float = Field(5e-5, gt=0.0)
+    batch_size: int = Field(64, ge=1)
+    """Samples per optimizer step, every stratum covered: the default of each stage's batch_size."""
+    per_device_train_batch_size: int = Field(64, ge=1)
+    """Samples per micro-batch."""
+    learning_rate: float = Field(1e-4, gt=0.0)
     """Learning rate (a stage may override it)."""
     lr_scheduler_type: str = "constant_with_warmup"
     """transformers learning-rate schedule."""
     warmup_steps: int = Field(10, ge=0)
     """Linear warm-up steps of each stage."""
-    num_iterations: int = Field(2, ge=1)
+    num_iterations: int = Field(1, ge=1)
     """Optimizer passes over each batch of episodes (rollouts are most of a step's cost)."""
+    beta: float = Field(0.0, ge=0.0)
+    """KL coefficient to the start model (TRL's `beta`); 0 loads no reference model."""
+    curve_every: int = Field(25, ge=0)
+    """Steps between learning-curve points (the env's `curve_metrics`, greedy); 0 = no curve."""
     invalid_penalty: float | None = -0.5
     """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""
-    max_completion_length: int = Field(48, ge=1)
+    max_completion_length: int = Field(16, ge=1)
     """Tokens per model turn."""
     logging_steps: int = Field(10, ge=1)
     """Steps between logged metrics (to MLflow)."""
@@ -281,15 +283,15 @@ class EvaluateConfig(Section):
     """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order."""
     opponents: list[str] = Field(default_factory=lambda: list(DEFAULT_OPPONENTS), min_length=1)
     """Column opponents, weakest first: `random` or `minimax-<random-move probability>`."""
-    games: int = Field(24, ge=1)
+    games: int = Field(200, ge=1)
     """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
     seed: int = 0
     """Seed of the frozen suite and of the policies."""
     temperature: float = Field(0.0, ge=0.0)
     """0 = greedy decoding; above 0 samples."""
-    max_new_tokens: int = Field(48, ge=1)
+    max_new_tokens: int = Field(16, ge=1)
     """Longest model reply per turn."""
-    max_batch_size: int | None = Field(None, ge=1)
+    max_batch_size: int | None = Field(512, ge=1)
     """Most conversations per policy call; null sends every live game of a row at once."""
     api_model: str = "teacher"
     """Model name sent to OpenAI-compatible endpoints."""
@@ -346,7 +348,7 @@ class Register(Section):
     """Alias of the best version so far."""
     metric: str = "non_loss"
     """Rate compared between candidate and champion per matrix column (95% intervals)."""
-    max_new_tokens: int = Field(48, ge=1)
+    max_new_tokens: int = Field(16, ge=1)
     """Tokens per reply when the champion is replayed; keep it equal to evaluate's."""
     lock_file: str = "dvc.lock"
     """Where DVC records output hashes (read for the lineage tags)."""

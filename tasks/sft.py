@@ -46,6 +46,7 @@ def run(params: Params) -> dict:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from envs import load_environment
     from envs.training import train_resumable
 
     config, layout = params.sft, params.layout
@@ -54,7 +55,10 @@ def run(params: Params) -> dict:
     rows = read_jsonl(Path(layout.sft) / "train.jsonl")
     if not rows:
         raise ValueError(f"{layout.sft}/train.jsonl has no games; run the curate stage first")
-    dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
+    # One conversation per game, or per model turn when the env's turns read only the current position.
+    env = load_environment(**params.env.kwargs())
+    conversations = [c for r in rows for c in env.training_conversations(r["messages"])]
+    dataset = Dataset.from_list([{"messages": c} for c in conversations])
     args = trainer_args(
         SFTConfig,
         config,
@@ -64,13 +68,16 @@ def run(params: Params) -> dict:
     )
     start = time.monotonic()
     trainer = SFTTrainer(model=layout.base_model, args=args, train_dataset=dataset)
-    result = train_resumable(trainer, fingerprint=fingerprint(config, layout.base_model, layout.sft))
+    result = train_resumable(
+        trainer, fingerprint=fingerprint((config, params.env), layout.base_model, layout.sft)
+    )
     out = Path(layout.models) / "sft"
     with atomic_dir(out) as tmp:
         trainer.save_model(str(tmp))
         trainer.processing_class.save_pretrained(str(tmp))
     metrics = {
         "games": len(rows),
+        "examples": len(conversations),
         "steps": trainer.state.global_step,
         "train_loss": result.training_loss,
         "seconds": round(time.monotonic() - start, 1),

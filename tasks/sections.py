@@ -380,7 +380,7 @@ READS: dict[str, tuple[str, ...]] = {
     "generate": ("env", "generate"),
     "synthesize": ("env", "synthesize"),
     "curate": ("env", "curate"),
-    "sft": ("sft",),
+    "sft": ("env", "sft"),
     "grpo": ("env", "grpo"),
     "evaluate": ("env", "evaluate"),
     "register": ("env", "register"),

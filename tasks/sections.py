@@ -210,9 +210,16 @@ class SFT(Section):
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the last updates train.
     return {
-        "wide": GRPOStage(name="wide", start="sft", random_move_prob=(0.0, 1.0), max_steps=120, temperature=1.0),
+        "wide": GRPOStage(
+            name="wide", start="sft", random_move_prob=(0.0, 1.0), max_steps=120, temperature=1.0, batch_size=64
+        ),
         "strong": GRPOStage(
-            name="strong", start="grpo-wide", random_move_prob=(0.0, 0.5), max_steps=60, temperature=1.0
+            name="strong",
+            start="grpo-wide",
+            random_move_prob=(0.0, 0.5),
+            max_steps=60,
+            temperature=1.0,
+            batch_size=64,
         ),
     }
 
@@ -238,7 +245,7 @@ class GRPO(Section):
     """Optimizer passes over each batch of episodes (rollouts are most of a step's cost)."""
     beta: float = Field(0.0, ge=0.0)
     """KL coefficient to the start model (TRL's `beta`); 0 loads no reference model."""
-    curve_every: int = Field(25, ge=0)
+    curve_every: int = Field(20, ge=0)
     """Steps between learning-curve points (the env's `curve_metrics`, greedy); 0 = no curve."""
     invalid_penalty: float | None = -0.5
     """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""

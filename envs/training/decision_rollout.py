@@ -19,6 +19,7 @@ from typing import Any
 from envs.environment import Environment
 from envs.episode import Episode
 from envs.policies.base import Message, Reply
+from envs.training.chat_tokens import render_ids
 from envs.training.episode_data import spec_of
 
 # observations -> (prompt ids, completion ids, sampling logprobs or None, decoded replies), one per observation
@@ -85,8 +86,6 @@ class DecisionRollout:
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
-        from envs.training.grpo import render_ids
-
         if trainer.accelerator.num_processes != 1:
             raise NotImplementedError(
                 "decision rollouts run in one process; use one process or history='full'"

@@ -23,6 +23,7 @@ from typing import Any
 from envs.environment import Environment
 from envs.episode import Episode
 from envs.policies.base import Message, Reply
+from envs.training.chat_tokens import render_ids
 from envs.training.episode_data import rollout_dataset, spec_of
 from envs.training.rewards import rubric_args, rubric_reward_funcs
 from envs.training.rollout_config import RolloutConfig
@@ -58,21 +59,6 @@ class TokenEpisode:
         self.completion_ids += ids
         self.env_mask += [int(from_model)] * len(ids)
         self.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
-
-
-def render_ids(
-    tokenizer: Any, messages: list[Message], add_generation_prompt: bool, **template_kwargs: Any
-) -> list[int]:
-    """Token ids of a conversation under the chat template."""
-    out = tokenizer.apply_chat_template(
-        messages,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=True,
-        return_dict=True,
-        **template_kwargs,
-    )
-    ids = out["input_ids"]
-    return list(ids[0] if ids and isinstance(ids[0], list) else ids)
 
 
 def env_turn_ids(

@@ -164,7 +164,7 @@ class Curate(Section):
     min_values: dict[str, float] = Field(default_factory=lambda: {"move_optimality": 1.0})
     """Lowest value of each named rubric metric a kept game may have (the env's verifier: for tic-tac-toe the
     solver's share of value-keeping moves); each is a filter of its own, counted in `dropped`."""
-    dedupe: bool = True
+    dedupe: bool = False
     """Keep one game of each identical conversation."""
     balance: bool = False
     """Downsample every difficulty stratum to the smallest (seeded)."""

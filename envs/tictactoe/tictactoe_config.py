@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 class TicTacToeConfig:
     """Everything that defines a tic-tac-toe task; `load_environment(**kwargs)` takes these fields."""
 
-    rendering: str = "compact"
+    rendering: str = "board"
     """Board text: "board" (the mark and the board alone, no system prompt: the shortest, for scratch models),
     "compact" (a one-line rule, the board and the free cells) or "grid" (readable by any chat LLM)."""
 
@@ -17,7 +17,7 @@ class TicTacToeConfig:
     """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny
     models) or "think" (`<think>reason</think><move>N</move>`, for chat models that reason first)."""
 
-    history: str = "full"
+    history: str = "current"
     """What the model reads each turn: "full" (the whole game so far) or "current" (the system prompt and the
     latest user message alone: the current board, the opponent's last move or why the last reply was invalid)."""
 

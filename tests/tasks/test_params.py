@@ -50,7 +50,7 @@ def test_smoke_profile_shrinks_budgets_but_keeps_the_layout() -> None:
     assert (
         smoke.build_model.scratch.max_position_embeddings == full.build_model.scratch.max_position_embeddings
     )
-    assert smoke.grpo.stages["wide"].max_steps == 2 and smoke.grpo.stages["wide"].temperature == 0.3
+    assert smoke.grpo.stages["wide"].max_steps == 2 and smoke.grpo.stages["wide"].temperature == 1.0
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_nested_library_configs_are_checked_by_path(params: dict) -> None:
 
 def test_grpo_stages_are_typed_curriculum_stages(params: dict) -> None:
     stages = load_params(params=params).grpo.stages
-    assert stages["wide"].name == "wide" and stages["wide"].random_move_prob == (0.2, 0.7)
+    assert stages["wide"].name == "wide" and stages["wide"].random_move_prob == (0.0, 1.0)
     assert (
         stages["strong"].start == "grpo-wide" and stages["strong"].batch_size == params["grpo"]["batch_size"]
     )
@@ -148,9 +148,9 @@ def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
     sft = restrict(load_params(params=params), "sft")
     assert sft.sft.learning_rate == params["sft"]["learning_rate"] and sft.layout.sft == "data/sft"
     with pytest.raises(
-        AttributeError, match=r"stage 'sft' reads params section 'env' but does not declare it"
+        AttributeError, match=r"stage 'sft' reads params section 'grpo' but does not declare it"
     ):
-        sft.env.kwargs()
+        sft.grpo.learning_rate
     assert set(READS) == {
         "build_model",
         "generate",
@@ -172,7 +172,7 @@ def test_trl_configs_take_the_sections_trl_keys() -> None:
     sft = trainer_args(SFTConfig, params.sft, output_dir="x")
     assert (sft.num_train_epochs, sft.per_device_train_batch_size, sft.lr_scheduler_type) == (1, 8, "cosine")
     grpo = trainer_args(GRPOConfig, params.grpo, output_dir="x")
-    assert (grpo.num_generations, grpo.num_iterations, grpo.max_completion_length) == (4, 2, 16)
+    assert (grpo.num_generations, grpo.num_iterations, grpo.max_completion_length) == (4, 1, 16)
     assert (
         grpo.learning_rate == params.grpo.learning_rate and grpo.lr_scheduler_type == "constant_with_warmup"
     )

@@ -40,6 +40,20 @@ def test_decision_uses_intervals():
     )  # no clear difference
 
 
+def test_the_gate_refuses_a_candidate_worse_than_a_reference_even_the_first_version():
+    random_rows, minimax_rows = scripted_rows("random"), scripted_rows("minimax")
+    promoted, reason = decide(None, random_rows, "non_loss", "random", {"teacher": minimax_rows})
+    assert promoted is False and reason.startswith("random is worse than teacher on non_loss in")
+    assert "minimax-0 (first)" in reason
+    promoted, reason = decide(
+        None, minimax_rows, "non_loss", "minimax", {"sft": random_rows, "teacher": minimax_rows}
+    )
+    assert promoted is True and reason == "first registered version, no worse than sft, teacher"
+    # a champion that is beaten, but a start model the candidate is worse than: still refused
+    assert decide(random_rows, minimax_rows, "non_loss", "m", {"sft": scripted_rows("minimax")})[0] is True
+    assert decide(random_rows, random_rows, "non_loss", "r", {"sft": minimax_rows})[0] is False
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -9,7 +9,7 @@ from envs.tictactoe.render import parse_board, render_board
 
 
 def perfect_opponent_env(**kw):
-    return load_environment("tictactoe", random_move_prob=(0.0, 0.0), **kw)
+    return load_environment("tictactoe", rendering="compact", random_move_prob=(0.0, 0.0), **kw)
 
 
 def test_minimax_against_minimax_draws_every_game_over_1000_seeds():

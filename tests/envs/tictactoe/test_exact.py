@@ -75,7 +75,7 @@ def test_perfect_play_never_loses_and_beats_random_at_the_known_rates():
 
 
 def test_move_only_replies_round_trip_through_parser_and_rubric():
-    env = load_environment("tictactoe", reply_format="move", random_move_prob=(0.0, 0.0))
+    env = load_environment("tictactoe", rendering="compact", reply_format="move", random_move_prob=(0.0, 0.0))
     assert "<think>" not in env.system_prompt and "<move>N</move>" in env.system_prompt
     spec = next(r for r in env.get_dataset("eval") if r["model_starts"])
     [ep] = env.rollout(ExpertPlayer(0.0, seed=0), [spec])
@@ -83,7 +83,7 @@ def test_move_only_replies_round_trip_through_parser_and_rubric():
     assert all(r.startswith("<move>") and r.endswith("</move>") for r in replies)
     assert all(env.parser.parse_answer([{"role": "assistant", "content": r}]) == r[6:-7] for r in replies)
     assert ep.values["format"] == 1.0 and ep.state["invalid"] == 0 and ep.state["outcome"] == "draw"
-    think = load_environment("tictactoe", reply_format="think")
+    think = load_environment("tictactoe", rendering="compact", reply_format="think")
     [ep] = think.rollout(ExpertPlayer(0.0, seed=0), [spec])
     assert all("<think>" in m["content"] for m in ep.messages if m["role"] == "assistant")
     assert any("<think>" in text for text in think.corpus()) and not any("<think>" in t for t in env.corpus())

@@ -49,7 +49,15 @@ def env():
     """Tic-tac-toe with two difficulty strata and small splits."""
     from envs import load_environment
 
-    return load_environment("tictactoe", num_groups=2, num_train=256, num_eval=16, num_test=16)
+    return load_environment(
+        "tictactoe",
+        rendering="compact",
+        history="full",
+        num_groups=2,
+        num_train=256,
+        num_eval=16,
+        num_test=16,
+    )
 
 
 @pytest.fixture(scope="session")

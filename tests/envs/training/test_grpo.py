@@ -82,11 +82,11 @@ def test_a_turn_cut_off_at_the_token_limit_is_closed_by_an_environment_token(env
 def test_episode_token_cap_stops_before_a_turn_and_ends_on_model_tokens(env, tokenizer):
     specs = env.get_dataset("train").select(range(4)).to_list()
     runs = play_episodes(
-        env, specs, tokenizer, expert_generate(tokenizer), max_episode_tokens=200, max_turn_tokens=40
+        env, specs, tokenizer, expert_generate(tokenizer), max_episode_tokens=150, max_turn_tokens=40
     )
     assert any(r.episode.state.get("truncated") for r in runs)
     for run in runs:
-        assert len(run.prompt_ids) + len(run.completion_ids) <= 200
+        assert len(run.prompt_ids) + len(run.completion_ids) <= 150
         assert run.env_mask[-1] == 1 and run.completion_ids[-1] == tokenizer.eos_token_id
 
 

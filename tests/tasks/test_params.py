@@ -150,7 +150,7 @@ def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
     with pytest.raises(
         AttributeError, match=r"stage 'sft' reads params section 'grpo' but does not declare it"
     ):
-        sft.grpo.learning_rate
+        sft.grpo.model_dump()
     assert set(READS) == {
         "build_model",
         "generate",

@@ -113,7 +113,7 @@ def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
                 "loss": round(sum(r["losses"] for r in both) / games, 4),
                 "invalid": round(sum(r["invalid_games"] for r in both) / games, 4),
             }
-    assert run(config, built()) == metrics  # the stage returns what it wrote
+    assert run(Params(evaluate=config), built()) == metrics  # the stage returns what it wrote
     assert "old" in json.loads(paths["matrix"].read_text())["policies"]
 
 

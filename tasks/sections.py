@@ -211,7 +211,12 @@ def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the last updates train.
     return {
         "wide": GRPOStage(
-            name="wide", start="sft", random_move_prob=(0.0, 1.0), max_steps=120, temperature=1.0, batch_size=64
+            name="wide",
+            start="sft",
+            random_move_prob=(0.0, 1.0),
+            max_steps=120,
+            temperature=1.0,
+            batch_size=64,
         ),
         "strong": GRPOStage(
             name="strong",

@@ -24,20 +24,20 @@ def inputs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_same_params_and_content_give_the_same_fingerprint(inputs, tmp_path, stage_config, params_at):
     model, data = inputs
-    config = stage_config("sft", params_at(tmp_path))
+    config = stage_config("sft", params_at(tmp_path)).sft
     copy = shutil.copytree(model, tmp_path / "elsewhere")  # another path, the same bytes
     assert fingerprint(config, model, data) == fingerprint(config, copy, data)
     assert fingerprint(config, model, data) == fingerprint(
-        stage_config("sft", params_at(tmp_path)), model, data
+        stage_config("sft", params_at(tmp_path)).sft, model, data
     )
 
 
 def test_a_changed_param_or_input_byte_or_file_name_changes_it(inputs, tmp_path, stage_config, params_at):
     model, data = inputs
     params = params_at(tmp_path)
-    config = stage_config("sft", params)
+    config = stage_config("sft", params).sft
     before = fingerprint(config, model, data)
-    assert fingerprint(stage_config("sft", params, learning_rate=0.02), model, data) != before
+    assert fingerprint(stage_config("sft", params, learning_rate=0.02).sft, model, data) != before
     assert fingerprint((config, "wide"), model, data) != fingerprint((config, "strong"), model, data)
     data.write_text('{"messages": [1]}\n')
     assert fingerprint(config, model, data) != before

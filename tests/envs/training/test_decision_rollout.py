@@ -9,6 +9,8 @@ from envs.policies.scratch_model import load_tokenizer
 from envs.tictactoe.players import MinimaxPlayer, board_of
 from envs.training import trainer_spec
 from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions
+from envs.training.learning_curve import LearningCurveCallback
+from tasks.curves import curve_points
 
 from .conftest import cpu_args
 
@@ -64,13 +66,21 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
     )
     trainer = env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
     assert isinstance(trainer.rollout_func, DecisionRollout)
+    curve = LearningCurveCallback(env, trainer, every=2)
+    trainer.add_callback(curve)
     rollouts = []
     inner = trainer.rollout_func
     trainer.rollout_func = lambda prompts, t: rollouts.append(inner(prompts, t)) or rollouts[-1]
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     trainer.train()
     assert any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
-    assert "rewards/episode/mean" in trainer.state.log_history[0]
+    assert any("rewards/episode/mean" in h for h in trainer.state.log_history)
+    # The learning curve: the start model at step 0, then every 2 steps, as logged metrics.
+    points = curve_points(trainer.state.log_history)
+    assert [p["step"] for p in points] == [0, 2] == [h["step"] for h in curve.history]
+    for point in points:
+        assert 0.0 <= point["random/win"] <= 1.0 and 0.0 <= point["minimax-0/loss"] <= 1.0
+        assert point["random/win"] + point["random/loss"] <= 1.0 + 1e-9
     for out in rollouts:
         assert all(set(mask) == {1} for mask in out["env_mask"])  # a sample is one model turn, no env tokens
         assert all(len(ids) <= 16 for ids in out["completion_ids"])

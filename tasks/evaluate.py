@@ -80,7 +80,18 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
     parser.add_argument("--max-batch-size", type=int, default=None, help="most games per policy call")
-    parser.add_argument("--rendering", default="compact", choices=("compact", "grid"), help="board text")
+    parser.add_argument(
+        "--rendering",
+        default="board",
+        choices=("board", "compact", "grid"),
+        help="board text (the env's default)",
+    )
+    parser.add_argument(
+        "--history",
+        default="current",
+        choices=("current", "full"),
+        help="what each turn reads (the env's default)",
+    )
     parser.add_argument("--max-turns", type=int, default=8, help="model turns per game")
     parser.add_argument(
         "--api-model", default=defaults["api_model"], help="model name for OpenAI-compatible URLs"
@@ -107,7 +118,12 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
 
 def env_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The `load_environment` kwargs of parsed `add_arguments` options."""
-    return {"name": "tictactoe", "rendering": args.rendering, "max_turns": args.max_turns}
+    return {
+        "name": "tictactoe",
+        "rendering": args.rendering,
+        "history": args.history,
+        "max_turns": args.max_turns,
+    }
 
 
 def parse_policies(items: list[str]) -> dict[str, str]:

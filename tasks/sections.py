@@ -183,7 +183,7 @@ class Curate(Section):
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
-    num_train_epochs: float = Field(4.0, gt=0.0)
+    num_train_epochs: float = Field(6.0, gt=0.0)
     """Passes over the curated games."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
@@ -214,7 +214,7 @@ def _default_stages() -> dict[str, Any]:
             name="wide",
             start="sft",
             random_move_prob=(0.0, 1.0),
-            max_steps=120,
+            max_steps=60,
             temperature=1.0,
             batch_size=64,
         ),
@@ -222,7 +222,7 @@ def _default_stages() -> dict[str, Any]:
             name="strong",
             start="grpo-wide",
             random_move_prob=(0.0, 0.5),
-            max_steps=60,
+            max_steps=30,
             temperature=1.0,
             batch_size=64,
         ),

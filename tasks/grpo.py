@@ -51,8 +51,8 @@ def run(params: Params, stage: str) -> dict:
     curriculum = Curriculum(list(stages.values()))
     start = time.monotonic()
     trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
-    curve_env = load_environment(**params.env.kwargs())
-    if config.curve_every:
+    if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
+        curve_env = load_environment(**params.env.kwargs())
         trainer.add_callback(LearningCurveCallback(curve_env, trainer, config.curve_every))
     inputs = (config, params.env, stage)  # the env and the episode specs decide the episodes too
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))

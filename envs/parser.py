@@ -46,9 +46,14 @@ class XMLParser:
             out[f] = (value.strip() or None) if value is not None else None
         return out
 
-    def parse_answer(self, completion: str | Sequence[Message]) -> str | None:
-        """Answer field of the latest assistant message only (never an earlier one)."""
-        text = completion if isinstance(completion, str) else last_assistant_content(completion)
+    def parse_answer(self, completion: str | Sequence[Message] | None) -> str | None:
+        """Answer field of the latest assistant message only (never an earlier one); None for anything else."""
+        if isinstance(completion, str):
+            text = completion
+        elif isinstance(completion, Sequence):
+            text = last_assistant_content(completion)
+        else:
+            return None  # None, a number, a dict: no assistant message to read
         if text is None:
             return None
         value = self._last(self.answer_field, text)
@@ -87,8 +92,8 @@ class XMLParser:
     def format_reward(self, completion: Sequence[Message], **_: object) -> float:
         """Fraction of assistant messages that are well formed (`<think>` optional, answer required)."""
         replies = well_formed = 0
-        for m in completion:
-            if m.get("role") == "assistant":
+        for m in completion if isinstance(completion, Sequence) and not isinstance(completion, str) else ():
+            if isinstance(m, dict) and m.get("role") == "assistant":
                 replies += 1
                 well_formed += self.is_well_formed(m.get("content"))
         return well_formed / replies if replies else 0.0

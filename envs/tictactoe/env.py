@@ -187,9 +187,12 @@ class TicTacToeEnv(Environment):
     def _invalid_status(self, raw: str | None, board: str, mark: str) -> str | None:
         if raw is None:
             return self.status["format"].format(mark=mark)
-        if not raw.isdigit() or int(raw) > 8:
+        # Only the ASCII digits 0-8 name a cell: "04", "４", "²" or a 5,000-digit number is out of range,
+        # never a crash (str.isdigit accepts them all, int() refuses some and strips others).
+        cell = CELLS.get(raw)
+        if cell is None:
             return self.status["range"].format(cell=raw[:20], mark=mark)
-        if board[int(raw)] != ".":
+        if board[cell] != ".":
             return self.status["taken"].format(cell=raw, mark=mark)
         return None
 

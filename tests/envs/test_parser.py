@@ -90,3 +90,11 @@ def test_single_tag_shortcut_agrees_with_the_pattern(text):
     for field, pattern in parser._patterns.items():
         matches = [m.group(1).strip() for m in pattern.finditer(text)]
         assert parser.parse(text)[field] == ((matches[-1] or None) if matches else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(completion=st.one_of(st.none(), st.integers(), st.floats(), st.dictionaries(st.text(), st.text())))
+def test_parse_answer_of_anything_is_none(completion):
+    # The parser promises never to raise: not even on a completion that is not text or messages at all.
+    assert parser.parse_answer(completion) is None
+    assert parser.format_reward(completion) == 0.0

@@ -24,6 +24,13 @@ class Reply:
         return {"role": "assistant", "content": self.content}
 
 
+class UnplayableRequest(ValueError):
+    """A well-formed conversation the policy cannot answer (no board, not the user's turn, a finished game).
+
+    A server answers it with 422 and this message, and a client does not retry it: asking again cannot help.
+    """
+
+
 @runtime_checkable
 class Policy(Protocol):
     """Anything that answers a batch of conversations: scripted players, local models, APIs."""

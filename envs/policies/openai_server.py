@@ -25,7 +25,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from envs.policies.base import Conversation, Policy, Reply
+from envs.policies.base import Conversation, Policy, Reply, UnplayableRequest
 
 MAX_N = 128  # a guard against a typo asking for a million completions
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -89,13 +89,46 @@ class ChatCompletionRequest(BaseModel):
     stream: bool | None = False
 
 
+class ErrorDetail(BaseModel):
+    """What went wrong, shaped like OpenAI's errors."""
+
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+def _documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` of a route: each error status with its meaning and the error body's schema."""
+    meaning = {
+        400: "Invalid request: not JSON, a missing or mistyped field, stream=true.",
+        404: "No such model on this server.",
+        422: "A well-formed request the model cannot answer (e.g. no board in the last user message, the last "
+        "message not from the user, a finished or impossible board); the message names the problem. "
+        "Not worth retrying.",
+        500: "The server failed; worth retrying.",
+    }
+    return {status: {"model": ErrorResponse, "description": meaning[status]} for status in statuses}
+
+
 def openai_error(
-    status: int, message: str, param: str | None = None, code: str | None = None, kind: str | None = None
+    status: int,
+    message: str,
+    param: str | None = None,
+    code: str | None = None,
+    kind: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     """A JSON error response shaped like OpenAI's."""
     kind = kind or ("invalid_request_error" if status < 500 else "server_error")
     body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
-    return JSONResponse(status_code=status, content=body)
+    return JSONResponse(status_code=status, content=body, headers=headers)
 
 
 def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -114,7 +147,8 @@ def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
 
 def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-    return openai_error(exc.status_code, str(exc.detail), code=code)
+    # Starlette's 405 names the allowed methods in its headers: `Allow` must reach the client.
+    return openai_error(exc.status_code, str(exc.detail), code=code, headers=getattr(exc, "headers", None))
 
 
 def _server_error(_: Request, exc: Exception) -> JSONResponse:
@@ -136,15 +170,15 @@ def create_app(make_policy: Callable[[int], Policy], model_name: str) -> FastAPI
         message = f"The model {name!r} does not exist; this server serves {model_name!r}."
         return openai_error(404, message, param="model", code="model_not_found")
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", responses=_documented(500))
     def list_models() -> dict:
         return {"object": "list", "data": [model_card()]}
 
-    @app.get("/v1/models/{name:path}")
+    @app.get("/v1/models/{name:path}", responses=_documented(404, 500))
     def get_model(name: str) -> Any:
         return model_card() if name == model_name else unknown_model(name)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses=_documented(400, 404, 422, 500))
     async def chat_completions(request: ChatCompletionRequest) -> Any:
         if request.stream:
             return openai_error(
@@ -159,6 +193,8 @@ def create_app(make_policy: Callable[[int], Policy], model_name: str) -> FastAPI
         try:
             # A thread: policies block (a local model, or an OpenAIPolicy running its own loop).
             replies = await run_in_threadpool(_generate, make_policy, seed, conversation, request.n)
+        except UnplayableRequest as e:  # the client's conversation, not the server, is at fault
+            return openai_error(422, f"Cannot answer this conversation: {e}", param="messages", code="unplayable")
         except Exception as e:  # the policy's failure is the server's, and says so
             return openai_error(500, f"The policy failed: {type(e).__name__}: {e}")
         return _completion(model_name, conversation, replies)

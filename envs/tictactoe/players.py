@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import random
 
-from envs.policies.base import Conversation, Reply
-from envs.tictactoe.board import LINES, best_moves, legal_moves, play, to_move
+from envs.policies.base import Conversation, Reply, UnplayableRequest
+from envs.tictactoe.board import SCORES, LINES, best_moves, is_over, legal_moves, play, to_move, winner
 from envs.tictactoe.render import parse_board, reply_text
 
 
 def board_of(conversation: Conversation) -> str:
-    """The board in the latest user message of a conversation."""
-    for message in reversed(conversation):
-        if message.get("role") == "user":
-            board = parse_board(message.get("content") or "")
-            if board is not None:
-                return board
-            break
-    raise ValueError("the latest user message shows no tic-tac-toe board; is this a tictactoe conversation?")
+    """The board of the latest message, which must be the user's and show a game still in play."""
+    if not conversation:
+        raise UnplayableRequest("the conversation has no messages; send the game's latest board as a user message")
+    last = conversation[-1]
+    role = last.get("role") if isinstance(last, dict) else None
+    if role != "user":
+        raise UnplayableRequest(
+            f"the last message is from {role!r}, not the user; a move answers the user's latest board"
+        )
+    content = last.get("content")
+    board = parse_board(content) if isinstance(content, str) else None
+    if board is None:
+        raise UnplayableRequest(
+            "the last user message shows no tic-tac-toe board (rows like 'X.O/.X./..O' or the grid rendering); "
+            "is this a tictactoe conversation?"
+        )
+    shown = f"{board[:3]}/{board[3:6]}/{board[6:]}"
+    if board not in SCORES:
+        raise UnplayableRequest(
+            f"the board {shown} cannot arise in a game (X moves first, the players alternate, play stops at a win)"
+        )
+    if is_over(board):
+        won = winner(board)
+        raise UnplayableRequest(f"the game on board {shown} is over ({f'{won} won' if won else 'a draw'}); no move is left")
+    return board
 
 
 class RandomPlayer:

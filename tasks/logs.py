@@ -13,12 +13,26 @@ import logging
 import os
 import sys
 
+from envs.policies.openai_policy_config import redact_url
+
 LEVEL_ENV = "WANDER_LOG_LEVEL"
 # Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
 OURS = ("envs", "tasks", "flows", "__main__")
 # Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
 # them a level, and then the root's level would not reach them.
 CHATTY = ("httpx", "httpx2", "httpcore", "openai", "uvicorn", "uvicorn.access", "uvicorn.error")
+
+
+class RedactCredentials(logging.Filter):
+    """Masks the userinfo of every URL in a log line (`http://user:key@host` -> `http://***@host`), whoever logs it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's message when it holds credentials; never drop a record."""
+        message = record.getMessage()
+        redacted = redact_url(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 def log_level() -> int:
@@ -31,6 +45,9 @@ def configure_logging(prefix: str, verbose: bool = False) -> int:
     """Log to stderr as `<prefix>: message`: ours at WANDER_LOG_LEVEL, the rest at WARNING unless verbose or DEBUG."""
     level = log_level()
     logging.basicConfig(level=level, format=f"{prefix}: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # a filter on the handler sees every library's records too
+        if not any(isinstance(f, RedactCredentials) for f in handler.filters):
+            handler.addFilter(RedactCredentials())
     others = level if verbose or level <= logging.DEBUG else max(level, logging.WARNING)
     logging.getLogger().setLevel(others)  # every library logger without a level of its own inherits this
     for name in CHATTY:

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from envs.policies.openai_policy_config import redact_url
 from tasks.atomic import write_json
 
 PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
@@ -68,7 +69,7 @@ def pipeline_run(
         experiment_id=experiment_id, run_name=name, tags={"wander.kind": "pipeline"}
     ) as run:
         if params:
-            mlflow.log_params(flatten(params))
+            mlflow.log_params(loggable(params))
         os.environ[PARENT_RUN_ENV] = run.info.run_id
         try:
             yield run.info.run_id
@@ -95,7 +96,7 @@ def stage_run(
         nesting = {"parent_run_id": os.environ.get(PARENT_RUN_ENV) or None}
     with mlflow.start_run(experiment_id=experiment_id, run_name=stage, tags=tags, **nesting) as run:
         if params:
-            mlflow.log_params(flatten(params))
+            mlflow.log_params(loggable(params))
         yield run
 
 
@@ -162,6 +163,11 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> Path:
     """Write a stage's metrics JSON (a DVC metrics file) atomically and log its numbers to the active run."""
     log_metrics(metrics)
     return write_json(path, dict(metrics))
+
+
+def loggable(params: Mapping) -> dict[str, Any]:
+    """Params as MLflow logs them: flattened, with the credentials of any URL masked (`http://***@host/v1`)."""
+    return {k: redact_url(v) if isinstance(v, str) else v for k, v in flatten(params).items()}
 
 
 def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:

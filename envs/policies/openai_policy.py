@@ -10,16 +10,19 @@ import logging
 import os
 import random
 import tempfile
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import openai
 
 from envs.policies.base import Conversation, Reply
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
+from envs.policies.openai_policy_config import OpenAIPolicyConfig, redact_url
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 PLACEHOLDER_API_KEY = "EMPTY"  # what vLLM and other local servers accept when they check no key
 RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 
@@ -27,16 +30,18 @@ RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
 class PolicyRequestError(RuntimeError):
     """A chat completion request that failed for good: a non-retryable error, or retries exhausted."""
 
-    def __init__(self, url: str, model: str, attempts: int, status: int | None, reason: str) -> None:
-        self.url = url
+    def __init__(
+        self, url: str, model: str | None, attempts: int, status: int | None, reason: str, what: str = ""
+    ) -> None:
+        self.url = url = redact_url(url)  # an error message is printed and logged: no credentials in it
         self.model = model
         self.attempts = attempts
         self.status = status
-        self.reason = reason
-        what = f"HTTP {status}" if status is not None else "connection error"
+        self.reason = reason = redact_url(reason)
+        kind = f"HTTP {status}" if status is not None else "connection error"
+        what = what or f"chat completion request to {url} (model {model!r})"
         super().__init__(
-            f"chat completion request to {url} (model {model!r}) failed after {attempts} "
-            f"attempt{'s' if attempts != 1 else ''}: {what}: {reason}"
+            f"{what} failed after {attempts} attempt{'s' if attempts != 1 else ''}: {kind}: {reason}"
         )
 
 
@@ -73,36 +78,65 @@ class OpenAIPolicy:
     def __init__(self, config: OpenAIPolicyConfig) -> None:
         self.config = config
         self.url = f"{config.base_url}/chat/completions"
+        self.shown_url = redact_url(self.url)  # what logs and errors show
+        self.model = config.model  # None until the endpoint's only model is known
         self.stats = PolicyStats()
         # Seeded so a rerun waits the same way; timing never changes the answers anyway.
         self._jitter = random.Random(config.seed)
 
     def __repr__(self) -> str:
-        return f"OpenAIPolicy(url={self.url!r}, model={self.config.model!r})"
+        return f"OpenAIPolicy(url={self.shown_url!r}, model={self.model!r})"
 
-    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
-        """Return one Reply per conversation, in order (blocking)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.agenerate(conversations))
-        # Called from inside a running loop (a notebook, an async server): asyncio.run would refuse,
-        # so the batch gets its own loop in a worker thread.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(lambda: asyncio.run(self.agenerate(conversations))).result()
+    def resolve_model(self) -> str:
+        """The model name requests carry: the configured one, or the endpoint's only model (asked once)."""
+        if self.model is None:
+            _blocking(lambda: self._with_client(self._resolve_model))
+        return self.model
 
-    async def agenerate(self, conversations: list[Conversation]) -> list[Reply]:
-        """Return one Reply per conversation, in order, with at most max_concurrency requests in flight."""
+    async def _resolve_model(self, client: openai.AsyncOpenAI) -> None:
+        if self.model is not None:
+            return
+        url = f"{self.config.base_url}/models"
+        page = await self._retrying(lambda: client.models.list(), f"listing the models at {redact_url(url)}")
+        names = [m.id for m in page.data]
+        if len(names) != 1:
+            served = ", ".join(repr(n) for n in names) or "none"
+            raise PolicyRequestError(
+                url,
+                None,
+                1,
+                200,
+                f"it serves {len(names)} models ({served}); name one (e.g. --api-model or teacher.model)",
+                what=f"choosing the model at {redact_url(url)}",
+            )
+        self.model = names[0]
+        logger.info("%s serves one model, %r: using it", redact_url(url), self.model)
+
+    def _client(self) -> openai.AsyncOpenAI:
         cfg = self.config
-        bodies = self.request_bodies(conversations)
-        semaphore = asyncio.Semaphore(cfg.max_concurrency)
-        # One client per batch: its connection pool belongs to the loop that runs the batch.
-        async with openai.AsyncOpenAI(
+        return openai.AsyncOpenAI(
             base_url=cfg.base_url,
             api_key=api_key_from_env(cfg.api_key_env),
             timeout=cfg.timeout,
             max_retries=0,  # retries are ours: backoff with jitter, and a clear error at the end
-        ) as client:
+        )
+
+    async def _with_client(self, work: Callable[[openai.AsyncOpenAI], Awaitable[T]]) -> T:
+        async with self._client() as client:
+            return await work(client)
+
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        """Return one Reply per conversation, in order (blocking)."""
+        return _blocking(lambda: self.agenerate(conversations))
+
+    async def agenerate(self, conversations: list[Conversation]) -> list[Reply]:
+        """Return one Reply per conversation, in order, with at most max_concurrency requests in flight."""
+        semaphore = asyncio.Semaphore(self.config.max_concurrency)
+        # One client per batch: its connection pool belongs to the loop that runs the batch.
+        async with self._client() as client:
+            await self._resolve_model(client)
+            bodies = self.request_bodies(conversations)
             tasks = [asyncio.ensure_future(self._answer(client, semaphore, body)) for body in bodies]
             try:
                 return list(await asyncio.gather(*tasks))
@@ -123,7 +157,7 @@ class OpenAIPolicy:
             occurrence = seen.get(key, 0)
             seen[key] = occurrence + 1
             body = {
-                "model": cfg.model,
+                "model": self.model,
                 "messages": list(messages),
                 "temperature": cfg.temperature,
                 "top_p": cfg.top_p,
@@ -151,18 +185,29 @@ class OpenAIPolicy:
         return reply
 
     async def _request_with_retries(self, client: openai.AsyncOpenAI, body: dict) -> Reply:
+        attempt = 0
+
+        async def once() -> Reply:
+            nonlocal attempt
+            attempt += 1
+            return self._to_reply(await client.chat.completions.create(**body), body, attempt)
+
+        return await self._retrying(once)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]], what: str = "") -> T:
+        """`await call()`, retried on 408/429/5xx and connection errors; other errors fail at once, clearly."""
         cfg = self.config
         attempts = cfg.max_retries + 1
+        shown = what or f"{self.shown_url} (model {self.model!r})"
         for attempt in range(1, attempts + 1):
             self.stats.attempts += 1
             retry_after = None
             try:
-                response = await client.chat.completions.create(**body)
-                return self._to_reply(response, body, attempt)
+                return await call()
             except openai.APIStatusError as e:
                 status, reason = e.status_code, e.message
-                if status not in RETRY_STATUSES and status < 500:
-                    raise PolicyRequestError(self.url, cfg.model, attempt, status, reason) from e
+                if status not in RETRY_STATUSES and status < 500:  # 4xx: asking again cannot help
+                    raise PolicyRequestError(self.url, self.model, attempt, status, reason, what) from e
                 retry_after = _retry_after(e)
                 error: Exception = e
             except openai.APIConnectionError as e:  # timeouts included
@@ -170,18 +215,17 @@ class OpenAIPolicy:
                 cause = e.__cause__
                 reason = f"{e.message} ({type(cause).__name__}: {cause})" if cause else e.message
             except openai.APIError as e:  # a 200 whose body is not a chat completion
-                raise PolicyRequestError(self.url, cfg.model, attempt, None, str(e)) from e
+                raise PolicyRequestError(self.url, self.model, attempt, None, str(e), what) from e
             if attempt == attempts:
-                raise PolicyRequestError(self.url, cfg.model, attempt, status, reason) from error
+                raise PolicyRequestError(self.url, self.model, attempt, status, reason, what) from error
             delay = self._backoff(attempt, retry_after)
             self.stats.retries += 1
             logger.warning(
-                "%s (model %r): attempt %d/%d failed (%s); retrying in %.2fs",
-                self.url,
-                cfg.model,
+                "%s: attempt %d/%d failed (%s); retrying in %.2fs",
+                shown,
                 attempt,
                 attempts,
-                f"HTTP {status}" if status is not None else reason,
+                f"HTTP {status}" if status is not None else redact_url(reason),
                 delay,
             )
             await asyncio.sleep(delay)
@@ -198,7 +242,7 @@ class OpenAIPolicy:
     def _to_reply(self, response: object, body: dict, attempt: int) -> Reply:
         choices = getattr(response, "choices", None)
         if not choices:
-            raise PolicyRequestError(self.url, self.config.model, attempt, 200, "response has no choices")
+            raise PolicyRequestError(self.url, self.model, attempt, 200, "response has no choices")
         choice = choices[0]
         usage = getattr(response, "usage", None)
         extra = {
@@ -228,7 +272,7 @@ class OpenAIPolicy:
     def _cache_put(self, key: str, body: dict, reply: Reply) -> None:
         path = self.cache_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"request": {"url": self.url, **body}, "content": reply.content, "extra": reply.extra}
+        entry = {"request": {"url": self.shown_url, **body}, "content": reply.content, "extra": reply.extra}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -237,6 +281,18 @@ class OpenAIPolicy:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the coroutine `make()` to its end, from sync code or from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    # Called from inside a running loop (a notebook, an async server): asyncio.run would refuse,
+    # so the coroutine gets its own loop in a worker thread.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 def _retry_after(error: openai.APIStatusError) -> float | None:

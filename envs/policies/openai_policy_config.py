@@ -2,7 +2,38 @@
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
 from dataclasses import dataclass
+
+# `scheme://user:password@` in a URL: the userinfo part is a credential and never reaches a log or MLflow.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]+@")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIXES = ("sk-", "sk_", "sk-proj-", "pk-", "rk-", "hf_", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA")
+
+
+def redact_url(text: str) -> str:
+    """`text` with the userinfo of every URL in it masked: `http://user:key@host/v1` -> `http://***@host/v1`."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
+
+
+def _entropy_bits(text: str) -> float:
+    """Shannon entropy of the characters of `text`, in bits per character."""
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def key_like_reason(value: str) -> str | None:
+    """Why `value` looks like an API key rather than the name of an environment variable (None when it does not)."""
+    if value.startswith(_KEY_PREFIXES):
+        return f"it starts with {next(p for p in _KEY_PREFIXES if value.startswith(p))!r} like an API key"
+    if not _VARIABLE_NAME.fullmatch(value):
+        return "it is not a variable name (letters, digits and '_', not starting with a digit)"
+    classes = sum(any(test(c) for c in value) for test in (str.islower, str.isupper, str.isdigit))
+    if len(value) >= 24 and classes >= 3 and _entropy_bits(value) > 3.5:
+        return f"it is a long random-looking string ({len(value)} characters)"
+    return None
 
 
 @dataclass
@@ -14,11 +45,12 @@ class OpenAIPolicyConfig:
     Parameters:
         base_url (`str`, *optional*, defaults to `"http://127.0.0.1:8000/v1"`):
             Base URL of the endpoint, including the `/v1` suffix.
-        model (`str`, *optional*, defaults to `"teacher"`):
-            Model name sent with every request.
+        model (`str` or `None`, *optional*, defaults to `None`):
+            Model name sent with every request. `None` asks the endpoint's `/models` on first use and takes the
+            model it serves (an error names them when it serves several).
         api_key_env (`str`, *optional*, defaults to `"OPENAI_API_KEY"`):
             Name of the environment variable that holds the API key. The key itself never appears in
-            the config, params or logs. When the variable is unset, the placeholder key `"EMPTY"` is sent,
+            the config, params or logs; a value that looks like a key (`sk-...`, a long random string) is refused. When the variable is unset, the placeholder key `"EMPTY"` is sent,
             which is what local servers expect.
         temperature (`float`, *optional*, defaults to `1.0`):
             Sampling temperature.
@@ -45,7 +77,7 @@ class OpenAIPolicyConfig:
     """
 
     base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "teacher"
+    model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = 1.0
     top_p: float = 1.0
@@ -61,9 +93,19 @@ class OpenAIPolicyConfig:
     def __post_init__(self) -> None:
         # Fail at construction, not on the thousandth request of a synthesis run.
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
-        if not self.model:
-            raise ValueError("model must be a non-empty string")
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {redact_url(self.base_url)!r}"
+            )
+        if self.model is not None and not self.model:
+            raise ValueError("model must be a non-empty string, or None for the endpoint's only model")
+        reason = key_like_reason(self.api_key_env) if self.api_key_env else None
+        if reason is not None:
+            # The value itself is never repeated: it may be a real key.
+            raise ValueError(
+                f"api_key_env must be the NAME of the environment variable that holds the key (e.g. "
+                f"OPENAI_API_KEY), not the key itself; the value given looks like a key: {reason}. Put the key "
+                "in an environment variable and name that variable here"
+            )
         if self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if self.max_retries < 0:

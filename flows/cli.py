@@ -8,7 +8,8 @@ import sys
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from tasks.compare import compare, conclusion
 from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
-from tasks.matrix import RATES, run_matrix
+from envs.policies.openai_policy import PolicyRequestError
+from tasks.matrix import RATES, MatrixInterrupted, run_matrix
 from tasks.report import text_table
 
 
@@ -94,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"wander: error: {exc}", file=sys.stderr)
         return 2
+    except (PolicyRequestError, MatrixInterrupted) as exc:  # an endpoint that failed: one line, no traceback
+        print(f"wander: error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -16,8 +17,8 @@ from typing import Any
 from envs import Policy
 from tasks import tracking
 from tasks.curves import read_curves
-from tasks.matrix import RATES, MatrixResult, run_matrix
-from tasks.report import headline_metrics, write_report
+from tasks.matrix import RATES, MatrixInterrupted, MatrixResult, run_matrix
+from tasks.report import OUTPUTS, headline_metrics, write_report
 from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig, Params
 
 logger = logging.getLogger(__name__)
@@ -31,13 +32,44 @@ def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
 def evaluate(
     config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
 ) -> MatrixResult:
-    """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies."""
-    result = run_matrix(config, built, env)
+    """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies.
+
+    The output folder is checked before any game is played; when a policy row fails, the rows that finished are
+    written there before the error goes on (`MatrixInterrupted` says so).
+    """
+    check_out_dir(config.out_dir)
+    try:
+        result = run_matrix(config, built, env)
+    except MatrixInterrupted as stopped:
+        partial = stopped.partial
+        baseline = config.baseline if config.baseline in partial.policies else None
+        write_report(partial, config.out_dir, config.seed, baseline)
+        stopped.saved_to = str(config.out_dir)
+        raise
     result.curves = read_curves(config.policies)
     paths = write_report(result, config.out_dir, config.seed, config.baseline)
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     log_to_mlflow(result, config)
     return result
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Make sure the report can be written to `out_dir` (created if missing) before any game is played."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"output folder {out} is an existing file, not a folder; name a folder (it is created if missing)"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create the output folder {out}: {e.strerror or e}") from e
+    taken = [name for name in OUTPUTS.values() if (out / name).is_dir()]
+    if taken:
+        raise ValueError(f"output folder {out} has folders where the report writes files: {', '.join(taken)}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"output folder {out} is not writable")
+    return out
 
 
 def mlflow_key(*parts: str) -> str:
@@ -94,7 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     )
     parser.add_argument("--max-turns", type=int, default=8, help="model turns per game")
     parser.add_argument(
-        "--api-model", default=defaults["api_model"], help="model name for OpenAI-compatible URLs"
+        "--api-model",
+        default=defaults["api_model"],
+        help="model name for OpenAI-compatible URLs (default: the one model the endpoint lists at /models)",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
 

@@ -56,6 +56,22 @@ class MatrixResult:
         raise KeyError(f"no cell {policy!r} x {opponent!r} ({side}); rows: {list(self.policies)}")
 
 
+class MatrixInterrupted(RuntimeError):
+    """A matrix that stopped at one policy row: `partial` holds the rows that finished before it."""
+
+    def __init__(self, partial: MatrixResult, row: str, cause: BaseException) -> None:
+        self.partial, self.row, self.cause = partial, row, cause
+        self.saved_to: str | None = None  # where the finished rows were written, once they are
+        super().__init__(f"policy row {row!r} failed: {cause}")
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        if self.saved_to is None:
+            return message
+        finished = ", ".join(self.partial.policies)
+        return f"{message}; the rows that finished ({finished}) are written to {self.saved_to}/"
+
+
 def suite_specs(env: TicTacToeEnv, opponents: Sequence[str], games: int, seed: int) -> list[dict]:
     """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
     low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
@@ -242,29 +258,52 @@ def run_matrix(
         decoding=config.decoding,
     )
     for name, spec in config.policies.items():
-        policy = built.get(name) or make_policy(
+        try:
+            _play_policy_row(result, env, specs, config, name, built.get(name) or spec)
+        except Exception as exc:
+            if not result.rows:
+                raise  # nothing finished: nothing to keep
+            played = {n: s for n, s in result.policies.items() if n in result.episodes}
+            result.policies = played
+            raise MatrixInterrupted(result, name, exc) from exc
+    return result
+
+
+def _play_policy_row(
+    result: MatrixResult,
+    env: TicTacToeEnv,
+    specs: list[dict],
+    config: EvaluateConfig,
+    name: str,
+    spec: str | Policy,
+) -> None:
+    """Play one policy row of the matrix and add its episodes, cells and timings to `result`."""
+    policy = (
+        make_policy(
             spec,
             seed=config.seed,
             temperature=config.temperature,
             max_new_tokens=config.max_new_tokens,
             model=config.api_model,
         )
-        decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
-        start = time.perf_counter()
-        episodes = play_row(env, name, policy, specs, config.max_batch_size, config.progress)
-        result.seconds[name] = seconds = time.perf_counter() - start
-        logger.info(  # one progress line per row: a long matrix shows life without a bar
-            "%s: %d games in %.1f s (%.1f games/s)",
-            name,
-            len(episodes),
-            seconds,
-            len(episodes) / max(seconds, 1e-9),
-        )
-        if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
-            result.exact[name] = exact_row(env, policy, config.opponents)
-        del policy  # a local model's memory goes before the next row loads
-        result.episodes[name] = episodes
-        for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):
-            cell = episodes[i * config.games : (i + 1) * config.games]
-            result.rows.append(cell_row(name, opponent, side, decoding, cell))
-    return result
+        if isinstance(spec, str)
+        else spec
+    )
+    decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
+    start = time.perf_counter()
+    episodes = play_row(env, name, policy, specs, config.max_batch_size, config.progress)
+    result.seconds[name] = seconds = time.perf_counter() - start
+    logger.info(  # one progress line per row: a long matrix shows life without a bar
+        "%s: %d games in %.1f s (%.1f games/s)",
+        name,
+        len(episodes),
+        seconds,
+        len(episodes) / max(seconds, 1e-9),
+    )
+    if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
+        result.exact[name] = exact_row(env, policy, config.opponents)
+    del policy  # a local model's memory goes before the next row loads
+    result.episodes[name] = episodes
+    for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):
+        cell = episodes[i * config.games : (i + 1) * config.games]
+        result.rows.append(cell_row(name, opponent, side, decoding, cell))

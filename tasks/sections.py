@@ -305,8 +305,8 @@ class EvaluateConfig(Section):
     """Longest model reply per turn."""
     max_batch_size: int | None = Field(512, ge=1)
     """Most conversations per policy call; null sends every live game of a row at once."""
-    api_model: str = "teacher"
-    """Model name sent to OpenAI-compatible endpoints."""
+    api_model: str | None = None
+    """Model name sent to OpenAI-compatible endpoints; null = the model the endpoint serves (from its /models)."""
     out_dir: str = "data/eval"
     """Folder of the metrics, CSV, plots and report."""
     baseline: str | None = "teacher"

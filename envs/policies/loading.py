@@ -15,14 +15,15 @@ def make_policy(
     seed: int = 0,
     temperature: float = 0.0,
     max_new_tokens: int = 64,
-    model: str = "teacher",
+    model: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     cache_dir: str | None = None,
 ) -> Policy:
     """A policy from a spec string; temperature 0 means greedy decoding.
 
     - `random`, `minimax[-P]`, `expert[-P]`: scripted tic-tac-toe players (P: random-move probability),
-    - `http://...` or `https://...`: an OpenAI-compatible endpoint (its base URL, e.g. ending in /v1),
+    - `http://...` or `https://...`: an OpenAI-compatible endpoint (its base URL, e.g. ending in /v1); `model`
+      None takes the endpoint's only model from its `/models`,
     - anything else: a local model folder or a hub id, loaded with transformers.
     """
     if spec.split("-")[0] in SCRIPTED:

@@ -20,15 +20,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from envs import Environment, load_environment
 from envs.policies.scratch_model import load_tokenizer
+from envs.replay import replay_problems
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.build_model import context_length
 from tasks.sections import Curate, Params
 from tasks.tracking import log_artifact, log_dict, write_metrics
-from tasks.validation import gxe, validate
+from tasks.validation import InputError, gxe, validate
 
 logger = logging.getLogger(__name__)
+SHOWN_GAMES = 10  # games a replay failure lists
 ROLE_LETTERS = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 
 
@@ -41,6 +44,7 @@ def run(params: Params) -> dict:
         raise FileNotFoundError(f"no teacher episodes at {path}; run the synthesize stage first")
     episodes = read_jsonl(path)
     kept, dropped = select(episodes, config)
+    check_replays(kept, episodes, load_environment(**params.env.kwargs()), path)
     rows = [sft_row(r) for r in kept]
     max_length = config.max_length or context_length(model_dir)
     for row, n in zip(rows, count_tokens([r["messages"] for r in rows], model_dir), strict=True):
@@ -121,6 +125,26 @@ def select(episodes: list[dict], config: Curate) -> tuple[list[dict], dict[str, 
     rows = keep("duplicates", rows, first_time)
     rows = keep("balance", rows, _balanced(rows, config.balance, config.max_per_stratum, config.seed))
     return rows, dropped
+
+
+def check_replays(kept: list[dict], episodes: list[dict], env: Environment, path: Path) -> None:
+    """Replay every kept game through the environment; refuse them all, naming each bad game, if one differs."""
+    line = {id(r): i for i, r in enumerate(episodes, 1)}
+    bad = [(r, problems) for r in kept if (problems := replay_problems(env, r))]
+    if not bad:
+        return
+    lines = [
+        f"{path}: {len(bad)} of {len(kept)} kept games do not replay in the {env.name} environment "
+        "(their boards, moves, outcome or rewards differ from what it says):"
+    ]
+    for record, problems in bad[:SHOWN_GAMES]:
+        lines.append(f"  - game seed {record.get('seed')} (record {line[id(record)]}): {'; '.join(problems)}")
+    if len(bad) > SHOWN_GAMES:
+        lines.append(f"  ... and {len(bad) - SHOWN_GAMES} more")
+    lines.append(
+        "nothing was written; regenerate the games (dvc repro synthesize) or use an env section that matches them"
+    )
+    raise InputError("\n".join(lines))
 
 
 def _balanced(rows: list[dict], balance: bool, cap: int | None, seed: int):

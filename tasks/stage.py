@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from tasks.logs import configure_logging
 from tasks.params import PARAMS_FILE, ParamsError, load_params, restrict
 from tasks.sections import READS, Params
-from tasks.validation import DataValidationError
+from tasks.validation import DataValidationError, InputError
 
 
 def stage_main(
@@ -54,7 +54,7 @@ def stage_main(
             logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
             with stage_run(run_name or stage, logged):
                 metrics = run(restrict(params, stage))
-    except (DataValidationError, ParamsError, FileNotFoundError) as e:
+    except (DataValidationError, InputError, ParamsError, FileNotFoundError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2
     logging.getLogger(stage).info(

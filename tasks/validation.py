@@ -19,6 +19,10 @@ MAX_EXAMPLES = 5  # unexpected values shown per failed expectation
 _SKIP_KWARGS = {"batch_id", "result_format", "catch_exceptions", "include_config", "meta", "rendered_content"}
 
 
+class InputError(ValueError):
+    """Input a stage refuses before doing any work; the message names the file, the row, the problem and the fix."""
+
+
 class DataValidationError(ValueError):
     """Data that failed its expectations; the message says which, on which column, with example values."""
 

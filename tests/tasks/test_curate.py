@@ -11,7 +11,7 @@ import pytest
 
 from tasks import curate
 from tasks.atomic import read_jsonl, write_jsonl
-from tasks.validation import DataValidationError
+from tasks.validation import DataValidationError, InputError
 
 
 @pytest.fixture
@@ -113,3 +113,33 @@ def test_unbalanced_strata_fail_validation(params: dict, stage_config) -> None:
         DataValidationError, match=r"column 'stratum_count' .*strata balanced within 10% of the mean"
     ):
         curate.run(stage_config("curate", params, balance=False, max_imbalance=0.1))
+
+
+def test_games_that_do_not_replay_are_refused_each_named(params: dict, stage_config) -> None:
+    """Labels are not trusted: every kept game is replayed; edited boards, refused moves, relabelled losses stop."""
+    path = Path(params["layout"]["episodes"]) / "episodes.jsonl"
+    episodes = read_jsonl(path)
+    kept = [e for e in episodes if e["state"]["outcome"] != "loss" and e["values"]["move_optimality"] >= 1.0]
+    board, move, refusal = kept[0], kept[1], kept[2]
+    user_turn = next(i for i, m in enumerate(board["messages"]) if m["role"] == "user" and i > 1)
+    board["messages"][user_turn]["content"] = "X\nXXX/XXX/XXX"
+    move["messages"][[i for i, m in enumerate(move["messages"]) if m["role"] == "assistant"][0]]["content"] = (
+        "<move>42</move>"
+    )
+    refusal["messages"][-1]["content"] = "I refuse to play"
+    lost = next(e for e in episodes if e["state"]["outcome"] == "loss" and e["state"]["invalid"] == 0)
+    lost["state"]["outcome"] = "win"
+    lost["values"].update(win=1.0, loss=0.0, move_optimality=1.0)
+    write_jsonl(path, episodes)
+    out = Path(params["layout"]["sft"])
+    with pytest.raises(InputError) as e:
+        curate.run(stage_config("curate", params, balance=False))
+    message = str(e.value)
+    assert message.startswith(f"{path}: 4 of ") and "kept games do not replay in the tictactoe environment" in message
+    lines = {line.split(":")[0]: line for line in message.splitlines()[1:-1]}
+    assert "is 'X\\nXXX/XXX/XXX' but the environment says" in lines[f"  - game seed {board['seed']} (record {episodes.index(board) + 1})"]
+    assert "'<move>42</move>'" in lines[f"  - game seed {move['seed']} (record {episodes.index(move) + 1})"]
+    assert "'I refuse to play'" in lines[f"  - game seed {refusal['seed']} (record {episodes.index(refusal) + 1})"]
+    assert "state 'outcome' is recorded as 'win', the environment says 'loss'" in message
+    assert message.endswith("nothing was written; regenerate the games (dvc repro synthesize) or use an env section that matches them")
+    assert not out.exists()

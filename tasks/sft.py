@@ -6,6 +6,7 @@ python -m tasks.sft [--params params.yaml] [--profile smoke]
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 import time
@@ -15,8 +16,11 @@ from tasks.atomic import atomic_dir, read_jsonl
 from tasks.fingerprint import fingerprint
 from tasks.sections import Params, Section
 from tasks.tracking import set_tags, write_metrics
+from tasks.validation import InputError
 
 logger = logging.getLogger(__name__)
+SFT_ROLES = ("system", "user", "assistant")
+SFT_FIX = "fix those rows, or rebuild the file with the curate stage (dvc repro curate)"
 
 
 def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
@@ -40,8 +44,61 @@ def cpu_args(config_cls: type, **kwargs: object) -> object:
     )
 
 
+def read_sft_rows(path: Path) -> list[dict]:
+    """The rows of an SFT file, each checked against the schema the trainer reads; InputError names every bad row."""
+    if not path.exists():
+        raise FileNotFoundError(f"no SFT data at {path}; run the curate stage first (dvc repro curate)")
+    try:
+        rows = read_jsonl(path)
+    except ValueError as e:
+        raise InputError(f"{e}\n{SFT_FIX}") from e
+    if not rows:
+        raise InputError(f"{path} has no games\n{SFT_FIX}")
+    problems = [(n, p) for n, row in enumerate(rows, 1) if (p := sft_row_problem(row)) is not None]
+    if problems:
+        shown = [f"  - row {n}: {p}" for n, p in problems[:10]]
+        more = [f"  ... and {len(problems) - 10} more"] if len(problems) > 10 else []
+        raise InputError(
+            "\n".join(
+                [f"{path}: {len(problems)} of {len(rows)} rows do not fit the SFT schema", *shown, *more, SFT_FIX]
+            )
+        )
+    return rows
+
+
+def sft_row_problem(row: object) -> str | None:
+    """What is wrong with one SFT row (a JSON object with `messages`: [{role, content}, ...]), or None."""
+    if not isinstance(row, dict):
+        return f"is a JSON {type(row).__name__}, not an object with a 'messages' list"
+    if "messages" not in row:
+        return f"has no 'messages' key (it has {sorted(row)}); each row is one game as a list of chat messages"
+    messages = row["messages"]
+    if not isinstance(messages, list) or not messages:
+        return f"'messages' must be a non-empty list of {{role, content}} objects, got {_shown(messages)}"
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"messages[{i}] must be an object {{role, content}}, got {_shown(m)}"
+        for key in ("role", "content"):
+            if not isinstance(m.get(key), str):
+                got = "nothing" if key not in m else _shown(m[key])
+                return f"messages[{i}].{key} must be a string, got {got}"
+        if m["role"] not in SFT_ROLES:
+            return f"messages[{i}].role is {m['role']!r}; one of {', '.join(SFT_ROLES)} is expected"
+    if not any(m["role"] == "assistant" for m in messages):
+        return "has no assistant message: nothing to learn from"
+    return None
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 def run(params: Params) -> dict:
     """Train, save the final model atomically under <models>/sft, write and return metrics."""
+    config, layout = params.sft, params.layout
+    rows = read_sft_rows(Path(layout.sft) / "train.jsonl")  # before anything heavy: bad input fails at once
+
     import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -49,12 +106,8 @@ def run(params: Params) -> dict:
     from envs import load_environment
     from envs.training import train_resumable
 
-    config, layout = params.sft, params.layout
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    rows = read_jsonl(Path(layout.sft) / "train.jsonl")
-    if not rows:
-        raise ValueError(f"{layout.sft}/train.jsonl has no games; run the curate stage first")
     # One conversation per game, or per model turn when the env's turns read only the current position.
     env = load_environment(**params.env.kwargs())
     conversations = [c for r in rows for c in env.training_conversations(r["messages"])]

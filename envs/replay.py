@@ -78,7 +78,9 @@ def replay_problems(env: Environment, record: Mapping) -> list[str]:
     recorded_state = record.get("state") or {}
     for key, value in episode.to_dict()["state"].items():
         if key in recorded_state and not _same(recorded_state[key], value):
-            problems.append(f"state {key!r} is recorded as {recorded_state[key]!r}, the environment says {value!r}")
+            problems.append(
+                f"state {key!r} is recorded as {recorded_state[key]!r}, the environment says {value!r}"
+            )
     recorded_values = record.get("values") or {}
     for name, value in episode.values.items():
         if name not in recorded_values:
@@ -88,7 +90,11 @@ def replay_problems(env: Environment, record: Mapping) -> list[str]:
                 f"rubric value {name!r} is recorded as {recorded_values[name]!r}, the environment says {value!r}"
             )
     if "reward" in record and not _same(record["reward"], episode.reward):
-        problems.append(f"reward is recorded as {record['reward']!r}, the environment says {episode.reward!r}")
+        problems.append(
+            f"reward is recorded as {record['reward']!r}, the environment says {episode.reward!r}"
+        )
     if record.get("error") != episode.error:
-        problems.append(f"error is recorded as {record.get('error')!r}, the environment says {episode.error!r}")
+        problems.append(
+            f"error is recorded as {record.get('error')!r}, the environment says {episode.error!r}"
+        )
     return problems

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from envs.policies.openai_policy import PolicyRequestError
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from tasks.compare import compare, conclusion
 from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
-from envs.policies.openai_policy import PolicyRequestError
 from tasks.matrix import RATES, MatrixInterrupted, run_matrix
 from tasks.report import text_table
 

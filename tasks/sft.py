@@ -60,7 +60,12 @@ def read_sft_rows(path: Path) -> list[dict]:
         more = [f"  ... and {len(problems) - 10} more"] if len(problems) > 10 else []
         raise InputError(
             "\n".join(
-                [f"{path}: {len(problems)} of {len(rows)} rows do not fit the SFT schema", *shown, *more, SFT_FIX]
+                [
+                    f"{path}: {len(problems)} of {len(rows)} rows do not fit the SFT schema",
+                    *shown,
+                    *more,
+                    SFT_FIX,
+                ]
             )
         )
     return rows
@@ -71,7 +76,9 @@ def sft_row_problem(row: object) -> str | None:
     if not isinstance(row, dict):
         return f"is a JSON {type(row).__name__}, not an object with a 'messages' list"
     if "messages" not in row:
-        return f"has no 'messages' key (it has {sorted(row)}); each row is one game as a list of chat messages"
+        return (
+            f"has no 'messages' key (it has {sorted(row)}); each row is one game as a list of chat messages"
+        )
     messages = row["messages"]
     if not isinstance(messages, list) or not messages:
         return f"'messages' must be a non-empty list of {{role, content}} objects, got {_shown(messages)}"

@@ -125,7 +125,6 @@ class OpenAIPolicy:
         async with self._client() as client:
             return await work(client)
 
-
     def __call__(self, conversations: list[Conversation]) -> list[Reply]:
         """Return one Reply per conversation, in order (blocking)."""
         return _blocking(lambda: self.agenerate(conversations))

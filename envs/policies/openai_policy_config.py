@@ -10,7 +10,7 @@ from dataclasses import dataclass
 # `scheme://user:password@` in a URL: the userinfo part is a credential and never reaches a log or MLflow.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]+@")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_KEY_PREFIXES = ("sk-", "sk_", "sk-proj-", "pk-", "rk-", "hf_", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA")
+_KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "ghp_", "gho_", "github_pat_", "xoxb-", "AKIA")  # fmt: skip
 
 
 def redact_url(text: str) -> str:

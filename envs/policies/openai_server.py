@@ -194,7 +194,9 @@ def create_app(make_policy: Callable[[int], Policy], model_name: str) -> FastAPI
             # A thread: policies block (a local model, or an OpenAIPolicy running its own loop).
             replies = await run_in_threadpool(_generate, make_policy, seed, conversation, request.n)
         except UnplayableRequest as e:  # the client's conversation, not the server, is at fault
-            return openai_error(422, f"Cannot answer this conversation: {e}", param="messages", code="unplayable")
+            return openai_error(
+                422, f"Cannot answer this conversation: {e}", param="messages", code="unplayable"
+            )
         except Exception as e:  # the policy's failure is the server's, and says so
             return openai_error(500, f"The policy failed: {type(e).__name__}: {e}")
         return _completion(model_name, conversation, replies)

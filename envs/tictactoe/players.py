@@ -5,14 +5,16 @@ from __future__ import annotations
 import random
 
 from envs.policies.base import Conversation, Reply, UnplayableRequest
-from envs.tictactoe.board import SCORES, LINES, best_moves, is_over, legal_moves, play, to_move, winner
+from envs.tictactoe.board import LINES, SCORES, best_moves, is_over, legal_moves, play, to_move, winner
 from envs.tictactoe.render import parse_board, reply_text
 
 
 def board_of(conversation: Conversation) -> str:
     """The board of the latest message, which must be the user's and show a game still in play."""
     if not conversation:
-        raise UnplayableRequest("the conversation has no messages; send the game's latest board as a user message")
+        raise UnplayableRequest(
+            "the conversation has no messages; send the game's latest board as a user message"
+        )
     last = conversation[-1]
     role = last.get("role") if isinstance(last, dict) else None
     if role != "user":
@@ -33,7 +35,9 @@ def board_of(conversation: Conversation) -> str:
         )
     if is_over(board):
         won = winner(board)
-        raise UnplayableRequest(f"the game on board {shown} is over ({f'{won} won' if won else 'a draw'}); no move is left")
+        raise UnplayableRequest(
+            f"the game on board {shown} is over ({f'{won} won' if won else 'a draw'}); no move is left"
+        )
     return board
 
 

@@ -54,6 +54,7 @@ def test_readme_example_works_without_naming_the_model(teacher_url: str, tmp_pat
 
 def test_the_only_served_model_is_picked_and_a_named_one_is_kept(teacher_url: str) -> None:
     conversation = [{"role": "user", "content": "You X, first.\n.../.../...\nmoves 012345678"}]
+    assert OpenAIPolicy(OpenAIPolicyConfig(base_url=teacher_url)).resolve_model() == "tictactoe-teacher"
     policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=teacher_url))
     assert policy([conversation])[0].content.endswith("</move>") and policy.model == "tictactoe-teacher"
     named = OpenAIPolicy(OpenAIPolicyConfig(base_url=teacher_url, model="other", max_retries=0))
@@ -65,13 +66,18 @@ def test_an_existing_file_as_out_fails_before_any_game(tmp_path: Path, capsys) -
     out = tmp_path / "report.txt"
     out.write_text("keep me")
     player = CountingPlayer()
-    config = EvaluateConfig(policies={"p": "random"}, opponents=["random"], games=2, out_dir=str(out), baseline=None)
+    config = EvaluateConfig(
+        policies={"p": "random"}, opponents=["random"], games=2, out_dir=str(out), baseline=None
+    )
     with pytest.raises(ValueError, match="is an existing file, not a folder"):
         evaluate(config, built={"p": player})
     assert player.answered == 0 and out.read_text() == "keep me"
     assert main(["eval", "--games", "2", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"wander: error: output folder {out} is an existing file, not a folder; name a folder (it is created if missing)"
+    assert (
+        err
+        == f"wander: error: output folder {out} is an existing file, not a folder; name a folder (it is created if missing)"
+    )
 
 
 def test_a_failed_row_keeps_the_finished_rows(tmp_path: Path) -> None:
@@ -88,7 +94,9 @@ def test_a_failed_row_keeps_the_finished_rows(tmp_path: Path) -> None:
     )
     with pytest.raises(MatrixInterrupted) as info:
         evaluate(config, built={"dead": dead})
-    assert str(info.value).startswith("policy row 'dead' failed: chat completion request to http://127.0.0.1:")
+    assert str(info.value).startswith(
+        "policy row 'dead' failed: chat completion request to http://127.0.0.1:"
+    )
     assert str(info.value).endswith(f"the rows that finished (random) are written to {out}/")
     csv = (out / "matrix.csv").read_text()
     assert "random" in csv and "dead" not in csv and "minimax" not in csv.split("\n", 1)[1]
@@ -99,5 +107,7 @@ def test_an_unreachable_url_ends_in_one_line(tmp_path: Path, capsys) -> None:
     argv = ["eval", "--policy", f"gone={url}", "--api-model", "m", "--opponents", "random", "--games", "1"]
     assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"wander: error: chat completion request to {url}/chat/completions (model 'm') failed")
+    assert last.startswith(
+        f"wander: error: chat completion request to {url}/chat/completions (model 'm') failed"
+    )
     assert "connection error" in last and "Traceback" not in last

@@ -123,9 +123,9 @@ def test_games_that_do_not_replay_are_refused_each_named(params: dict, stage_con
     board, move, refusal = kept[0], kept[1], kept[2]
     user_turn = next(i for i, m in enumerate(board["messages"]) if m["role"] == "user" and i > 1)
     board["messages"][user_turn]["content"] = "X\nXXX/XXX/XXX"
-    move["messages"][[i for i, m in enumerate(move["messages"]) if m["role"] == "assistant"][0]]["content"] = (
-        "<move>42</move>"
-    )
+    move["messages"][[i for i, m in enumerate(move["messages"]) if m["role"] == "assistant"][0]][
+        "content"
+    ] = "<move>42</move>"
     refusal["messages"][-1]["content"] = "I refuse to play"
     lost = next(e for e in episodes if e["state"]["outcome"] == "loss" and e["state"]["invalid"] == 0)
     lost["state"]["outcome"] = "win"
@@ -135,11 +135,22 @@ def test_games_that_do_not_replay_are_refused_each_named(params: dict, stage_con
     with pytest.raises(InputError) as e:
         curate.run(stage_config("curate", params, balance=False))
     message = str(e.value)
-    assert message.startswith(f"{path}: 4 of ") and "kept games do not replay in the tictactoe environment" in message
+    assert (
+        message.startswith(f"{path}: 4 of ")
+        and "kept games do not replay in the tictactoe environment" in message
+    )
     lines = {line.split(":")[0]: line for line in message.splitlines()[1:-1]}
-    assert "is 'X\\nXXX/XXX/XXX' but the environment says" in lines[f"  - game seed {board['seed']} (record {episodes.index(board) + 1})"]
+    assert (
+        "is 'X\\nXXX/XXX/XXX' but the environment says"
+        in lines[f"  - game seed {board['seed']} (record {episodes.index(board) + 1})"]
+    )
     assert "'<move>42</move>'" in lines[f"  - game seed {move['seed']} (record {episodes.index(move) + 1})"]
-    assert "'I refuse to play'" in lines[f"  - game seed {refusal['seed']} (record {episodes.index(refusal) + 1})"]
+    assert (
+        "'I refuse to play'"
+        in lines[f"  - game seed {refusal['seed']} (record {episodes.index(refusal) + 1})"]
+    )
     assert "state 'outcome' is recorded as 'win', the environment says 'loss'" in message
-    assert message.endswith("nothing was written; regenerate the games (dvc repro synthesize) or use an env section that matches them")
+    assert message.endswith(
+        "nothing was written; regenerate the games (dvc repro synthesize) or use an env section that matches them"
+    )
     assert not out.exists()

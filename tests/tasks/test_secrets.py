@@ -21,13 +21,24 @@ from tasks import generate, tracking
 from tasks.params import ParamsError, load_params
 
 SECRET = "s3cr3t-k3y-0f-th3-t3ach3r"
-KEYS = ["sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z", "hf_abcdefghijklmnop", "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z7Q", "my key"]
+KEYS = [
+    "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+    "hf_abcdefghijklmnop",
+    "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z7Q",
+    "my key",
+]
 
 
 def test_redact_url_masks_userinfo_only() -> None:
     assert redact_url(f"http://user:{SECRET}@host:8000/v1") == "http://***@host:8000/v1"
-    assert redact_url(f"POST https://{SECRET}@api.x/v1/chat?a=b@c ok") == "POST https://***@api.x/v1/chat?a=b@c ok"
-    assert redact_url("http://127.0.0.1:8000/v1 mail me@example.org") == "http://127.0.0.1:8000/v1 mail me@example.org"
+    assert (
+        redact_url(f"POST https://{SECRET}@api.x/v1/chat?a=b@c ok")
+        == "POST https://***@api.x/v1/chat?a=b@c ok"
+    )
+    assert (
+        redact_url("http://127.0.0.1:8000/v1 mail me@example.org")
+        == "http://127.0.0.1:8000/v1 mail me@example.org"
+    )
 
 
 def test_a_stage_logs_and_mlflow_params_never_show_url_credentials(tmp_path: Path, params_at) -> None:
@@ -60,7 +71,9 @@ def test_a_stage_logs_and_mlflow_params_never_show_url_credentials(tmp_path: Pat
     assert not any(SECRET in p.read_text() for p in outputs if p.name != "params.yaml")
 
 
-def test_policy_errors_and_retry_warnings_never_show_url_credentials(caplog: pytest.LogCaptureFixture) -> None:
+def test_policy_errors_and_retry_warnings_never_show_url_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -70,12 +83,18 @@ def test_policy_errors_and_retry_warnings_never_show_url_credentials(caplog: pyt
     policy = OpenAIPolicy(config)
     with caplog.at_level(logging.WARNING), pytest.raises(PolicyRequestError) as info:
         policy([[{"role": "user", "content": "hi"}]])
-    assert SECRET not in str(info.value) and SECRET not in repr(policy) and "http://***@127.0.0.1" in str(info.value)
+    assert (
+        SECRET not in str(info.value)
+        and SECRET not in repr(policy)
+        and "http://***@127.0.0.1" in str(info.value)
+    )
     assert len(caplog.records) == 2 and not any(SECRET in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_a_key_given_as_api_key_env_is_refused_without_repeating_it(key: str, params_at, tmp_path: Path) -> None:
+def test_a_key_given_as_api_key_env_is_refused_without_repeating_it(
+    key: str, params_at, tmp_path: Path
+) -> None:
     with pytest.raises(ValueError, match="must be the NAME of the environment variable") as info:
         OpenAIPolicyConfig(api_key_env=key)
     assert key not in str(info.value)

@@ -11,7 +11,12 @@ from tasks import sft
 from tasks.stage import stage_main
 from tasks.validation import InputError
 
-GOOD = {"messages": [{"role": "user", "content": "X\n.../.../..."}, {"role": "assistant", "content": "<move>4</move>"}]}
+GOOD = {
+    "messages": [
+        {"role": "user", "content": "X\n.../.../..."},
+        {"role": "assistant", "content": "<move>4</move>"},
+    ]
+}
 
 
 def write_rows(params: dict, *rows: object, raw: str = "") -> Path:
@@ -25,11 +30,17 @@ def write_rows(params: dict, *rows: object, raw: str = "") -> Path:
     ("bad", "problem"),
     [
         ({"msgs": []}, "has no 'messages' key (it has ['msgs'])"),
-        ({"messages": "hello"}, "'messages' must be a non-empty list of {role, content} objects, got str \"hello\""),
+        (
+            {"messages": "hello"},
+            "'messages' must be a non-empty list of {role, content} objects, got str \"hello\"",
+        ),
         ({"messages": []}, "'messages' must be a non-empty list"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content must be a string, got int 5"),
         ({"messages": [{"content": "hi"}]}, "messages[0].role must be a string, got nothing"),
-        ({"messages": [{"role": "narrator", "content": "hi"}]}, "messages[0].role is 'narrator'; one of system"),
+        (
+            {"messages": [{"role": "narrator", "content": "hi"}]},
+            "messages[0].role is 'narrator'; one of system",
+        ),
         ({"messages": [{"role": "user", "content": "hi"}]}, "has no assistant message"),
         (["not", "an", "object"], "is a JSON list, not an object"),
     ],

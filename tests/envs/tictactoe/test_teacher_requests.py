@@ -52,7 +52,9 @@ def test_unplayable_requests_are_422_naming_the_problem(url: str, case: str) -> 
 
 
 def test_the_openai_client_does_not_retry_a_4xx(url: str) -> None:
-    policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=TEACHER_MODEL, max_retries=5, backoff_base=0))
+    policy = OpenAIPolicy(
+        OpenAIPolicyConfig(base_url=url, model=TEACHER_MODEL, max_retries=5, backoff_base=0)
+    )
     with pytest.raises(PolicyRequestError, match="HTTP 422") as info:
         policy([UNPLAYABLE["no board"][0]])
     assert info.value.attempts == 1 and policy.stats.attempts == 1 and policy.stats.retries == 0
@@ -79,9 +81,14 @@ def random_request(rng: random.Random) -> tuple[dict | str, str]:
     if kind == "board":
         messages.append(user(board, rendering))
     elif kind == "no board":
-        messages.append({"role": "user", "content": rng.choice(["", "hi", "X.O/...", "<move>4</move>", "\x00"])})
+        messages.append(
+            {"role": "user", "content": rng.choice(["", "hi", "X.O/...", "<move>4</move>", "\x00"])}
+        )
     elif kind == "not user":
-        messages += [user(board, rendering), {"role": rng.choice(["assistant", "system", "tool"]), "content": "x"}]
+        messages += [
+            user(board, rendering),
+            {"role": rng.choice(["assistant", "system", "tool"]), "content": "x"},
+        ]
     elif kind == "odd board":
         messages.append(user("".join(rng.choice("XO.") for _ in range(9)), rendering))
     body: dict | str = {"model": TEACHER_MODEL, "messages": messages, "n": rng.randint(1, 3)}

@@ -52,6 +52,17 @@ def teacher_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def port_number(text: str) -> int:
+    """A TCP port from the command line: an integer from 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
@@ -78,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the teacher over the OpenAI Chat Completions protocol"
     )
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--port", type=port_number, default=8000, help="port (default 8000)")
     serve.add_argument(
         "--skill", type=float, default=TEACHER_SKILL, help="random-move probability in quiet positions"
     )

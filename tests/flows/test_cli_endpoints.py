@@ -111,3 +111,12 @@ def test_an_unreachable_url_ends_in_one_line(tmp_path: Path, capsys) -> None:
         f"wander: error: chat completion request to {url}/chat/completions (model 'm') failed"
     )
     assert "connection error" in last and "Traceback" not in last
+
+
+@pytest.mark.parametrize(("port", "shown"), [("99999", "99999"), ("-1", "-1"), ("http", "'http'")])
+def test_a_bad_port_is_a_usage_error_not_a_traceback(port: str, shown: str, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["teacher", "serve", "--port", port])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith(f"argument --port: {shown} is not a port number (0-65535)")

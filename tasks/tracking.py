@@ -165,11 +165,6 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> Path:
     return write_json(path, dict(metrics))
 
 
-def loggable(params: Mapping) -> dict[str, Any]:
-    """Params as MLflow logs them: flattened, with the credentials of any URL masked (`http://***@host/v1`)."""
-    return {k: redact_url(v) if isinstance(v, str) else v for k, v in flatten(params).items()}
-
-
 def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:
     """A nested mapping as one level, keys joined by `sep`; lists and other values kept as they are."""
     out: dict[str, Any] = {}
@@ -180,3 +175,8 @@ def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def loggable(params: Mapping) -> dict[str, Any]:
+    """Params as MLflow logs them: flattened, with the credentials of any URL masked (`http://***@host/v1`)."""
+    return {k: redact_url(v) if isinstance(v, str) else v for k, v in flatten(params).items()}

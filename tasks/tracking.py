@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -53,6 +54,48 @@ def setup(root: str | os.PathLike = ".", experiment: str | None = None) -> str:
     return mlflow.create_experiment(name, artifact_location=artifact_root(root).as_uri())
 
 
+def _owner() -> dict[str, str]:
+    """Tags naming the process that opens a run, so a later start can tell a run whose process died."""
+    return {"wander.host": socket.gethostname(), "wander.pid": str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie, killed but not yet reaped, is not alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def close_dead_runs(experiment_id: str) -> list[str]:
+    """Mark KILLED every RUNNING run of the experiment whose process (on this host) is gone; return their ids.
+
+    A stage killed with `kill -9` (or by the OOM killer) cannot end its own run; the next
+    stage or pipeline that starts closes it, so the UI never shows a run RUNNING forever.
+    """
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.status = 'RUNNING' and tags.`wander.host` = '{socket.gethostname()}'",
+    )
+    closed = []
+    for run in runs:
+        pid = run.data.tags.get("wander.pid", "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            client.set_tag(run.info.run_id, "wander.end", f"process {pid} ended without closing this run")
+            client.set_terminated(run.info.run_id, status="KILLED")
+            closed.append(run.info.run_id)
+    return closed
+
+
 @contextlib.contextmanager
 def pipeline_run(
     name: str = "pipeline",
@@ -64,9 +107,10 @@ def pipeline_run(
     import mlflow
 
     experiment_id = setup(root, experiment)
+    close_dead_runs(experiment_id)
     previous = os.environ.get(PARENT_RUN_ENV)
     with mlflow.start_run(
-        experiment_id=experiment_id, run_name=name, tags={"wander.kind": "pipeline"}
+        experiment_id=experiment_id, run_name=name, tags={"wander.kind": "pipeline", **_owner()}
     ) as run:
         if params:
             mlflow.log_params(loggable(params))
@@ -88,7 +132,8 @@ def stage_run(
     import mlflow
 
     experiment_id = setup(root, experiment)
-    tags = {"wander.kind": "stage", "wander.stage": stage}
+    close_dead_runs(experiment_id)
+    tags = {"wander.kind": "stage", "wander.stage": stage, **_owner()}
     if mlflow.active_run() is not None:
         # Called inside a run of this very process (a flow running stages in-process): nest under it.
         nesting = {"nested": True}

@@ -115,3 +115,33 @@ def test_flatten_joins_nested_keys() -> None:
         "e": [1],
         "f": {},
     }
+
+
+def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root: Path) -> None:
+    code = (
+        "import sys, time\n"
+        "from tasks.tracking import stage_run\n"
+        "with stage_run('curate', root=sys.argv[1]):\n"
+        "    print('started', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (PARENT_RUN_ENV, "MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI")
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "started"
+    finally:
+        proc.kill()  # SIGKILL: the run cannot end itself
+        proc.wait()
+    assert runs(root)["curate"].info.status == "RUNNING"
+    with stage_run("generate", root=root):
+        pass
+    killed = runs(root)["curate"]
+    assert killed.info.status == "KILLED" and killed.info.end_time is not None
+    assert killed.data.tags["wander.end"] == f"process {proc.pid} ended without closing this run"
+    assert runs(root)["generate"].info.status == "FINISHED"

@@ -83,7 +83,7 @@ def run(params: Params) -> dict:
         "mean_tokens": metrics["tokens"]["mean"],
         "seconds": metrics["seconds"],
     }
-    write_stage_metrics(params.layout.metrics, "curate", headline, metrics)
+    write_stage_metrics(params.layout, "curate", headline, metrics)
     log_artifact(Path(output_dir) / "validation.json", "validation")
     log_dict(train[:3], "samples/sft_rows.json")
     logger.info(

@@ -48,7 +48,7 @@ def run(params: Params) -> dict:
         "seconds": round(time.monotonic() - start, 2),
     }
     headline = {k: metrics[k] for k in ("episodes", "seconds")}  # split sizes are params, shown already
-    write_stage_metrics(params.layout.metrics, "generate", headline, metrics)
+    write_stage_metrics(params.layout, "generate", headline, metrics)
     log_artifact(Path(output_dir) / "validation.json", "validation")
     logger.info("wrote %s: %s", output_dir, {s: len(f) for s, f in frames.items()})
     return metrics

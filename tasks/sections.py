@@ -73,7 +73,10 @@ class Layout(Section):
     sft: str = "data/sft"
     """The SFT dataset (curate)."""
     metrics: str = "data/metrics"
-    """One metrics JSON per stage (DVC metrics)."""
+    """One metrics JSON per stage (DVC metrics): a few headline numbers."""
+    details: str = "data/details"
+    """The breakdown behind a stage's headline, one JSON per stage (plain DVC outs: outside `metrics`, so
+    `dvc metrics show data/metrics` lists headlines only)."""
     models: str = "data/models"
     """Trained checkpoints: sft, grpo-<stage>."""
     eval: str = "data/eval"

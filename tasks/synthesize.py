@@ -227,7 +227,7 @@ def run(params: Params) -> dict:
         "retries": stats.retries,
         "seconds": metrics["seconds"],
     }
-    write_stage_metrics(params.layout.metrics, "synthesize", headline, metrics)
+    write_stage_metrics(params.layout, "synthesize", headline, metrics)
     log_artifact(Path(params.layout.episodes) / "validation.json", "validation")
     log_dict(records[:3], "samples/teacher_games.json")
     return metrics

@@ -15,9 +15,12 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.atomic import write_json
+
+if TYPE_CHECKING:
+    from tasks.sections import Layout
 
 PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
 EXPERIMENT_ENV = "WANDER_EXPERIMENT"
@@ -164,23 +167,16 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> Path:
     return write_json(path, dict(metrics))
 
 
-def details_path(metrics_dir: str | os.PathLike, stage: str) -> Path:
-    """Where a stage's detailed metrics go: `<metrics>/details/<stage>.json`, a plain DVC out, not a metric."""
-    return Path(metrics_dir) / "details" / f"{stage}.json"
-
-
-def write_stage_metrics(
-    metrics_dir: str | os.PathLike, stage: str, headline: Mapping, details: Mapping
-) -> Path:
-    """Write a stage's flat headline as its DVC metrics file (`<metrics>/<stage>.json`) and everything else to
-    `details_path`, both atomically; log both to the active run. Returns the headline's path.
+def write_stage_metrics(layout: Layout, stage: str, headline: Mapping, details: Mapping) -> Path:
+    """Write a stage's flat headline as its DVC metrics file (`<layout.metrics>/<stage>.json`) and the breakdown
+    to `<layout.details>/<stage>.json` (a plain DVC out), both atomically; log both to the active run.
 
     DVC shows every number of a metrics file as a column of `dvc metrics show` and `dvc exp show`: a breakdown
     per stratum or per filter would bury the few numbers a person compares across experiments.
     """
     log_metrics({**details, **headline})
-    write_json(details_path(metrics_dir, stage), dict(details))
-    return write_json(Path(metrics_dir) / f"{stage}.json", dict(headline))
+    write_json(Path(layout.details) / f"{stage}.json", dict(details))
+    return write_json(Path(layout.metrics) / f"{stage}.json", dict(headline))
 
 
 def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:

@@ -221,10 +221,11 @@ def test_dvc_metrics_are_a_short_flat_headline_and_the_details_hold_the_breakdow
         headline = json.loads((root / f"data/metrics/{stage}.json").read_text())
         assert len(headline) <= 8 and all(isinstance(v, (int, float)) for v in headline.values()), stage
     assert not any("details" in path for path in shown)  # the breakdown is not a metric...
+    assert "dropped" not in sh(["dvc", "metrics", "show", "data/metrics"], root)  # nor in the metrics folder
     lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
     details = {}
     for stage in ("generate", "synthesize", "curate"):
-        path = f"data/metrics/details/{stage}.json"
+        path = f"data/details/{stage}.json"
         assert path in [out["path"] for out in lock[stage]["outs"]], stage  # ...but an out of its stage
         details[stage] = json.loads((root / path).read_text())
     assert sum(details["generate"]["splits"]["train"]["per_stratum"].values()) == 48

@@ -11,7 +11,6 @@ import pytest
 
 from tasks import curate
 from tasks.atomic import read_jsonl, write_jsonl
-from tasks.tracking import details_path
 from tasks.validation import DataValidationError
 
 
@@ -58,7 +57,7 @@ def test_sft_data_is_clean_balanced_and_counted(params: dict, stage_config) -> N
     assert headline["games"] == metrics["input"] and headline["kept"] == len(rows)
     assert headline["keep_rate"] == round(len(rows) / metrics["input"], 4)
     assert all(isinstance(v, (int, float)) for v in headline.values()) and len(headline) <= 6
-    assert json.loads(details_path(metrics_dir, "curate").read_text()) == metrics
+    assert json.loads((Path(params["layout"]["details"]) / "curate.json").read_text()) == metrics
 
 
 def test_same_input_gives_the_same_bytes(params: dict, stage_config, tmp_path: Path) -> None:
@@ -111,7 +110,7 @@ def test_games_longer_than_the_context_are_rejected_and_nothing_is_overwritten(
     assert (out / "train.jsonl").read_text() == "previous sft data\n"
     assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]
     assert not (Path(params["layout"]["metrics"]) / "curate.json").exists()
-    assert not details_path(params["layout"]["metrics"], "curate").exists()
+    assert not (Path(params["layout"]["details"]) / "curate.json").exists()
 
 
 def test_unbalanced_strata_fail_validation(params: dict, stage_config) -> None:

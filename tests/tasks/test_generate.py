@@ -12,7 +12,6 @@ from datasets import Dataset
 import tasks.generate
 from tasks import generate, synthesize
 from tasks.atomic import read_jsonl, write_jsonl
-from tasks.tracking import details_path
 from tasks.validation import DataValidationError
 
 SPLITS = ("train", "eval", "test")
@@ -40,7 +39,7 @@ def test_splits_are_sized_balanced_disjoint_and_validated(shared_params: dict, g
     # The DVC metrics file is a flat headline; the per-split breakdown is the details file (a plain out).
     headline = json.loads((metrics_dir / "generate.json").read_text())
     assert headline == {"episodes": sum(sizes.values()), "seconds": headline["seconds"]}
-    details = json.loads(details_path(metrics_dir, "generate").read_text())
+    details = json.loads((Path(shared_params["layout"]["details"]) / "generate.json").read_text())
     assert details == generated and details["splits"]["train"]["episodes"] == sizes["train"]
     assert sum(details["splits"]["train"]["per_stratum"].values()) == sizes["train"]
 

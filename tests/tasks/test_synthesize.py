@@ -23,7 +23,6 @@ from envs.tictactoe.teacher import teacher_app
 from tasks import synthesize
 from tasks.atomic import read_jsonl
 from tasks.journal import Journal
-from tasks.tracking import details_path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +51,7 @@ def test_teacher_plays_every_spec_once_in_order(shared_params: dict, synthesized
     headline = json.loads((metrics_dir / "synthesize.json").read_text())
     assert headline["episodes"] == len(specs) and headline["teacher_win"] == teacher["win"]
     assert all(isinstance(v, (int, float)) for v in headline.values()) and len(headline) <= 8
-    details = json.loads(details_path(metrics_dir, "synthesize").read_text())
+    details = json.loads((Path(shared_params["layout"]["details"]) / "synthesize.json").read_text())
     assert details == synthesized
     assert sum(s["episodes"] for s in details["per_stratum"].values()) == len(specs)
     assert not any(

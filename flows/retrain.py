@@ -45,7 +45,7 @@ def retrain_params(params: dict, work: Path, seed: int) -> dict:
     """The pipeline's params pointed at the retrain folder: fresh seeds, GRPO from the champion."""
     params = copy.deepcopy(params)
     layout = params["layout"]
-    for key in ("datasets", "models", "eval", "metrics", "work"):
+    for key in ("datasets", "models", "eval", "metrics", "details", "work"):
         layout[key] = str(work / key)
     params["generate"]["seed"] = seed  # fresh episode seeds: GRPO plays the generated train split
     stages = params["grpo"]["stages"]

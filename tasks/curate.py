@@ -27,7 +27,7 @@ from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.build_model import context_length
 from tasks.sections import Curate, Params
-from tasks.tracking import log_artifact, log_dict, write_metrics
+from tasks.tracking import log_artifact, log_dict, write_stage_metrics
 from tasks.validation import InputError, gxe, validate
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,9 @@ ROLE_LETTERS = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 
 
 def run(params: Params) -> dict:
-    """Filter, dedupe, balance, measure, validate, then write the SFT dataset; return and write the metrics."""
+    """Filter, dedupe, balance, measure, validate, then write the SFT dataset; return and write the metrics
+    (headline: games in, kept, keep rate, mean tokens, seconds; drops per filter, strata and outcomes in the
+    details)."""
     config, model_dir, output_dir = params.curate, params.layout.base_model, params.layout.sft
     start = time.monotonic()
     path = Path(params.layout.episodes) / "episodes.jsonl"
@@ -78,7 +80,14 @@ def run(params: Params) -> dict:
         "max_length": max_length,
         "seconds": round(time.monotonic() - start, 2),
     }
-    write_metrics(Path(params.layout.metrics) / "curate.json", metrics)
+    headline = {
+        "games": len(episodes),
+        "kept": len(rows),
+        "keep_rate": round(len(rows) / len(episodes), 4) if episodes else 0.0,
+        "mean_tokens": metrics["tokens"]["mean"],
+        "seconds": metrics["seconds"],
+    }
+    write_stage_metrics(params.layout, "curate", headline, metrics)
     log_artifact(Path(output_dir) / "validation.json", "validation")
     log_dict(train[:3], "samples/sft_rows.json")
     logger.info(

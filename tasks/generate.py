@@ -21,7 +21,7 @@ from envs import load_environment
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.sections import Params
-from tasks.tracking import log_artifact, write_metrics
+from tasks.tracking import log_artifact, write_stage_metrics
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
@@ -30,7 +30,8 @@ SPLITS = ("train", "eval", "test")
 
 
 def run(params: Params) -> dict:
-    """Build every split, validate all of them, then write them as one folder; return and write the metrics."""
+    """Build every split, validate all of them, then write them as one folder; return and write the metrics
+    (headline: episodes and seconds; the per-split breakdown goes to the details file)."""
     config, output_dir = params.generate, params.layout.datasets
     start = time.monotonic()
     env = load_environment(**params.env.kwargs(), **config.env_settings())
@@ -46,7 +47,8 @@ def run(params: Params) -> dict:
         "splits": {split: split_metrics(frame) for split, frame in frames.items()},
         "seconds": round(time.monotonic() - start, 2),
     }
-    write_metrics(Path(params.layout.metrics) / "generate.json", metrics)
+    headline = {k: metrics[k] for k in ("episodes", "seconds")}  # split sizes are params, shown already
+    write_stage_metrics(params.layout, "generate", headline, metrics)
     log_artifact(Path(output_dir) / "validation.json", "validation")
     logger.info("wrote %s: %s", output_dir, {s: len(f) for s, f in frames.items()})
     return metrics

@@ -4,7 +4,9 @@ The synthesis talks to its teacher over HTTP, thousands of requests per run; the
 logs each at INFO, the embedded teacher's uvicorn would add an access line for each, and Great Expectations
 announces its registrations on import. Only wander's loggers (and the stage's own) log at INFO; every other
 logger stays at WARNING unless asked for: a stage's `--verbose` option, or `WANDER_LOG_LEVEL=DEBUG` (which reaches
-every stage that DVC or the flow runs, through the environment).
+every stage that DVC or the flow runs, through the environment). The same switch governs transformers' progress
+bars: its "Loading weights" bar would otherwise print at every model load (each policy of the evaluation matrix,
+each learning-curve point).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from envs.policies.openai_policy_config import redact_url
 
 LEVEL_ENV = "WANDER_LOG_LEVEL"
+PROGRESS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
 # Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
 OURS = ("envs", "tasks", "flows", "__main__")
 # Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
@@ -42,7 +45,8 @@ def log_level() -> int:
 
 
 def configure_logging(prefix: str, verbose: bool = False) -> int:
-    """Log to stderr as `<prefix>: message`: ours at WANDER_LOG_LEVEL, the rest at WARNING unless verbose or DEBUG."""
+    """Log to stderr as `<prefix>: message`: ours at WANDER_LOG_LEVEL, the rest at WARNING (and Hugging Face's
+    progress bars off) unless verbose or DEBUG."""
     level = log_level()
     logging.basicConfig(level=level, format=f"{prefix}: %(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:  # a filter on the handler sees every library's records too
@@ -54,4 +58,19 @@ def configure_logging(prefix: str, verbose: bool = False) -> int:
         logging.getLogger(name).setLevel(others)
     for name in (*OURS, prefix):
         logging.getLogger(name).setLevel(level)
+    if others > logging.INFO:  # the bars are INFO-level chatter too
+        quiet_progress_bars()
     return level
+
+
+def quiet_progress_bars() -> None:
+    """Turn off Hugging Face's progress bars (transformers' "Loading weights", hub downloads), unless the
+    environment already says (HF_HUB_DISABLE_PROGRESS_BARS); the Trainer's own bar is not one of them."""
+    if os.environ.setdefault(PROGRESS_ENV, "1") != "1":
+        return
+    # transformers and huggingface_hub read the variable when first imported; a process that imported them
+    # already is told directly. Not imported up front: transformers costs a second, and generate never loads it.
+    if "transformers" in sys.modules or "huggingface_hub" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()

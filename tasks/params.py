@@ -253,11 +253,16 @@ def type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
+def add_params_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `--params` and `--profile` options every command that reads params.yaml takes."""
+    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: params.yaml)")
+    parser.add_argument("--profile", help="merge params.<profile>.yaml onto the params, e.g. smoke")
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m tasks.params`: check a params file (with a profile), print or write the merged result."""
     parser = argparse.ArgumentParser(prog="python -m tasks.params", description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: params.yaml)")
-    parser.add_argument("--profile", default=None, help="merge params.<profile>.yaml onto it, e.g. smoke")
+    add_params_arguments(parser)
     parser.add_argument("--write", metavar="PATH", help="write the merged, checked params here")
     args = parser.parse_args(argv)
     try:

@@ -73,7 +73,10 @@ class Layout(Section):
     sft: str = "data/sft"
     """The SFT dataset (curate)."""
     metrics: str = "data/metrics"
-    """One metrics JSON per stage (DVC metrics)."""
+    """One metrics JSON per stage (DVC metrics): a few headline numbers."""
+    details: str = "data/details"
+    """The breakdown behind a stage's headline, one JSON per stage (plain DVC outs: outside `metrics`, so
+    `dvc metrics show data/metrics` lists headlines only)."""
     models: str = "data/models"
     """Trained checkpoints: sft, grpo-<stage>."""
     eval: str = "data/eval"
@@ -138,8 +141,8 @@ class Synthesize(Section):
     teacher_skill: float = Field(TEACHER_SKILL, ge=0.0, le=1.0)
     """Embedded teacher only: its slip rate in quiet positions (0.5 is calibrated like gpt-5-mini)."""
     teacher: Teacher = Field(default_factory=lambda: Teacher(model=TEACHER_MODEL, max_concurrency=16))
-    """Client settings (envs/policies/openai_policy_config.py): model, api_key_env (the variable's NAME),
-    temperature, max_tokens, seed, max_concurrency, max_retries, backoff_base, backoff_max, timeout, cache_dir."""
+    """The teacher's client: `OpenAIPolicyConfig` fields (envs/policies/openai_policy_config.py) but base_url;
+    `api_key_env` is the NAME of the variable holding the key."""
     batch_size: int = Field(64, ge=1)
     """Episodes played together; each finished batch is journaled (keep it when resuming)."""
     requests_per_second: float | None = Field(None, gt=0.0)
@@ -209,23 +212,10 @@ class SFT(Section):
 
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the last updates train.
+    stages = {"wide": ("sft", (0.0, 1.0), 60), "strong": ("grpo-wide", (0.0, 0.5), 30)}
     return {
-        "wide": GRPOStage(
-            name="wide",
-            start="sft",
-            random_move_prob=(0.0, 1.0),
-            max_steps=60,
-            temperature=1.0,
-            batch_size=64,
-        ),
-        "strong": GRPOStage(
-            name="strong",
-            start="grpo-wide",
-            random_move_prob=(0.0, 0.5),
-            max_steps=30,
-            temperature=1.0,
-            batch_size=64,
-        ),
+        name: GRPOStage(name=name, start=start, random_move_prob=skills, max_steps=steps, batch_size=64)
+        for name, (start, skills, steps) in stages.items()
     }
 
 
@@ -282,9 +272,14 @@ class GRPO(Section):
 DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
 
 
+def _lineage() -> dict[str, str]:
+    # The models of the default curriculum in training order: the evaluation's model rows, register's lineage.
+    models = ["base", "sft", *(f"grpo-{stage}" for stage in _default_stages())]
+    return {name: f"data/models/{name}" for name in models}
+
+
 def _default_policies() -> dict[str, str]:
-    models = {name: f"data/models/{name}" for name in ("base", "sft", "grpo-wide", "grpo-strong")}
-    return {**models, "teacher": "expert-0.5", "minimax": "minimax", "random": "random"}
+    return {**_lineage(), "teacher": "expert-0.5", "minimax": "minimax", "random": "random"}
 
 
 class EvaluateConfig(Section):
@@ -346,9 +341,7 @@ class Register(Section):
     """Registered model name."""
     candidate: str = "grpo-strong"
     """Row of the evaluation matrix (and lineage entry) registered."""
-    lineage: dict[str, str] = Field(
-        default_factory=lambda: {n: f"data/models/{n}" for n in ("base", "sft", "grpo-wide", "grpo-strong")}
-    )
+    lineage: dict[str, str] = Field(default_factory=_lineage)
     """Checkpoints in training order, name -> folder."""
     datasets: list[str] = Field(default_factory=lambda: ["data/datasets", "data/sft"])
     """Data folders the candidate was trained on; their DVC hashes become version tags."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from tasks.logs import configure_logging
-from tasks.params import PARAMS_FILE, ParamsError, load_params, restrict
+from tasks.params import ParamsError, add_params_arguments, load_params, restrict
 from tasks.sections import READS, Params
 from tasks.validation import DataValidationError, InputError
 
@@ -27,15 +27,12 @@ def stage_main(
     parser = argparse.ArgumentParser(
         prog=f"python -m tasks.{stage}", description=f"The {stage} stage of wander."
     )
-    parser.add_argument("--params", default=PARAMS_FILE, help="params file (default: params.yaml)")
-    parser.add_argument(
-        "--profile",
-        default=None,
-        help="merge params.<profile>.yaml onto the params, e.g. smoke (outside DVC)",
-    )
+    add_params_arguments(parser)
     parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
     parser.add_argument(
-        "--verbose", action="store_true", help="also log every HTTP request (or set WANDER_LOG_LEVEL=DEBUG)"
+        "--verbose",
+        action="store_true",
+        help="library INFO logs (every HTTP request) and progress bars (or WANDER_LOG_LEVEL=DEBUG)",
     )
     args = parser.parse_args(argv)
     configure_logging(stage, args.verbose)

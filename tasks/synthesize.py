@@ -34,7 +34,7 @@ from tasks.fingerprint import digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
 from tasks.sections import Params, Synthesize
-from tasks.tracking import log_artifact, log_dict, log_metrics, write_metrics
+from tasks.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,8 @@ def batch_seed(seed: int, index: int) -> int:
 
 
 def run(params: Params) -> dict:
-    """Play every spec not yet journaled, then write all episodes atomically; return and write the metrics."""
+    """Play every spec not yet journaled, then write all episodes atomically; return and write the metrics
+    (headline: games, the teacher's outcome and invalid-game rates, retries, seconds; the rest in the details)."""
     config = params.synthesize
     start = time.monotonic()
     specs = load_specs(params)
@@ -218,7 +219,15 @@ def run(params: Params) -> dict:
             for s in sorted({r["spec"].get("stratum") for r in records}, key=str)
         },
     }
-    write_metrics(Path(params.layout.metrics) / "synthesize.json", metrics)
+    teacher = metrics["teacher"]
+    headline = {
+        "episodes": len(records),
+        **{f"teacher_{o}": teacher[o] for o in OUTCOMES},
+        "teacher_invalid": teacher["invalid_games"],
+        "retries": stats.retries,
+        "seconds": metrics["seconds"],
+    }
+    write_stage_metrics(params.layout, "synthesize", headline, metrics)
     log_artifact(Path(params.layout.episodes) / "validation.json", "validation")
     log_dict(records[:3], "samples/teacher_games.json")
     return metrics

@@ -16,10 +16,13 @@ import socket
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envs.policies.openai_policy_config import redact_url
 from tasks.atomic import write_json
+
+if TYPE_CHECKING:
+    from tasks.sections import Layout
 
 PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
 EXPERIMENT_ENV = "WANDER_EXPERIMENT"
@@ -208,6 +211,18 @@ def write_metrics(path: str | os.PathLike, metrics: Mapping) -> Path:
     """Write a stage's metrics JSON (a DVC metrics file) atomically and log its numbers to the active run."""
     log_metrics(metrics)
     return write_json(path, dict(metrics))
+
+
+def write_stage_metrics(layout: Layout, stage: str, headline: Mapping, details: Mapping) -> Path:
+    """Write a stage's flat headline as its DVC metrics file (`<layout.metrics>/<stage>.json`) and the breakdown
+    to `<layout.details>/<stage>.json` (a plain DVC out), both atomically; log both to the active run.
+
+    DVC shows every number of a metrics file as a column of `dvc metrics show` and `dvc exp show`: a breakdown
+    per stratum or per filter would bury the few numbers a person compares across experiments.
+    """
+    log_metrics({**details, **headline})
+    write_json(Path(layout.details) / f"{stage}.json", dict(details))
+    return write_json(Path(layout.metrics) / f"{stage}.json", dict(headline))
 
 
 def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:

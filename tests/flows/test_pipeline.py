@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from flows.scratch import copy_project, project_env, run_in
+from tasks.tracking import flatten
 
 
 def sh(args: list[str], cwd: Path) -> str:
@@ -205,6 +206,33 @@ def test_dvc_metrics_show_the_evaluation_headline_not_the_whole_matrix(project):
         "grpo-strong",
         "teacher",
     }  # the rest, as outs
+
+
+@pytest.mark.slow
+def test_dvc_metrics_are_a_short_flat_headline_and_the_details_hold_the_breakdown(project):
+    root, _ = project
+    shown = json.loads(sh(["dvc", "metrics", "show", "--json"], root))[""]["data"]
+    values = {path: flatten(found["data"]) for path, found in shown.items()}
+    assert "data/eval/metrics.json" in values and "data/metrics/synthesize.json" in values
+    # Every number of every metrics file is a column of `dvc metrics show` / `dvc exp show`; the per-stratum
+    # breakdowns made it ~90 more than the evaluation's 40.
+    assert sum(len(v) for v in values.values()) <= 80, {p: len(v) for p, v in values.items()}
+    for stage in ("generate", "synthesize", "curate"):
+        headline = json.loads((root / f"data/metrics/{stage}.json").read_text())
+        assert len(headline) <= 8 and all(isinstance(v, (int, float)) for v in headline.values()), stage
+    assert not any("details" in path for path in shown)  # the breakdown is not a metric...
+    assert "dropped" not in sh(["dvc", "metrics", "show", "data/metrics"], root)  # nor in the metrics folder
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    details = {}
+    for stage in ("generate", "synthesize", "curate"):
+        path = f"data/details/{stage}.json"
+        assert path in [out["path"] for out in lock[stage]["outs"]], stage  # ...but an out of its stage
+        details[stage] = json.loads((root / path).read_text())
+    assert sum(details["generate"]["splits"]["train"]["per_stratum"].values()) == 48
+    assert sum(s["episodes"] for s in details["synthesize"]["per_stratum"].values()) == 48
+    curated = details["curate"]
+    assert curated["input"] == curated["kept"] + sum(curated["dropped"].values())
+    assert json.loads((root / "data/metrics/curate.json").read_text())["kept"] == curated["kept"]
 
 
 @pytest.mark.slow

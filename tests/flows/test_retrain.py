@@ -19,6 +19,8 @@ def test_retrain_params_keep_the_curriculum_order_and_start_from_the_champion():
     assert derived["layout"]["datasets"] == "data/work/retrain/seed-7/datasets"
     load_params(params=derived)  # the derived params are valid
     assert derived["layout"]["models"] == "data/work/retrain/seed-7/models"
+    for key in ("metrics", "details", "eval"):  # what generate, grpo, evaluate and register write stays apart
+        assert derived["layout"][key] == f"data/work/retrain/seed-7/{key}"
     assert derived["register"]["candidate"] == "candidate"
     assert set(derived["evaluate"]["policies"]) == {"champion", "candidate"}
     assert (

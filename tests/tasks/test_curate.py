@@ -51,6 +51,13 @@ def test_sft_data_is_clean_balanced_and_counted(params: dict, stage_config) -> N
         assert 0 < r["n_tokens"] <= metrics["max_length"]
     report = json.loads((Path(params["layout"]["sft"]) / "validation.json").read_text())
     assert report["success"] and report["rows"] == len(rows)
+    # DVC's metrics file: a flat headline; the details file (a plain out) holds drops, strata and outcomes.
+    metrics_dir = Path(params["layout"]["metrics"])
+    headline = json.loads((metrics_dir / "curate.json").read_text())
+    assert headline["games"] == metrics["input"] and headline["kept"] == len(rows)
+    assert headline["keep_rate"] == round(len(rows) / metrics["input"], 4)
+    assert all(isinstance(v, (int, float)) for v in headline.values()) and len(headline) <= 6
+    assert json.loads((Path(params["layout"]["details"]) / "curate.json").read_text()) == metrics
 
 
 def test_same_input_gives_the_same_bytes(params: dict, stage_config, tmp_path: Path) -> None:
@@ -103,6 +110,7 @@ def test_games_longer_than_the_context_are_rejected_and_nothing_is_overwritten(
     assert (out / "train.jsonl").read_text() == "previous sft data\n"
     assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]
     assert not (Path(params["layout"]["metrics"]) / "curate.json").exists()
+    assert not (Path(params["layout"]["details"]) / "curate.json").exists()
 
 
 def test_unbalanced_strata_fail_validation(params: dict, stage_config) -> None:

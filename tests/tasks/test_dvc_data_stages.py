@@ -44,6 +44,8 @@ def test_repro_runs_the_data_stages_then_does_nothing(repo: Path) -> None:
         assert (repo / path).exists(), path
     for stage in STAGES:
         assert json.loads((repo / "data" / "metrics" / f"{stage}.json").read_text())
+    for stage in ("generate", "synthesize", "curate"):  # the breakdown behind each headline
+        assert json.loads((repo / "data" / "details" / f"{stage}.json").read_text())
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
     assert sorted(lock["stages"]) == sorted(STAGES)
     assert lock["stages"]["generate"]["params"]["params.yaml"]["generate"]["num_train"] == 48

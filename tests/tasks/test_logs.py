@@ -1,22 +1,34 @@
-"""The log switch: other libraries' INFO lines quiet by default, back with --verbose or WANDER_LOG_LEVEL=DEBUG."""
+"""The log switch: other libraries' INFO lines and progress bars quiet by default, back with --verbose or
+WANDER_LOG_LEVEL=DEBUG."""
 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from tasks.logs import CHATTY, LEVEL_ENV, OURS, configure_logging
+from tasks.logs import CHATTY, LEVEL_ENV, OURS, PROGRESS_ENV, configure_logging
+
+REPO = Path(__file__).resolve().parents[2]
 
 NAMES = ["", *OURS, *CHATTY, "stage", "some.library"]
 
 
 @pytest.fixture(autouse=True)
-def restore_levels():
+def restore_levels(monkeypatch):
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)  # configure_logging sets it: put it back afterwards
     levels = {n: logging.getLogger(n).level for n in NAMES}
+    bars = sys.modules.get("transformers.utils.logging")
+    shown = bars.is_progress_bar_enabled() if bars else None
     yield
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
+    if shown:
+        bars.enable_progress_bar()
 
 
 @pytest.mark.parametrize(
@@ -40,3 +52,43 @@ def test_levels(monkeypatch, env, verbose, ours, others):
     logging.getLogger("uvicorn.access").setLevel(logging.INFO)  # as uvicorn's own log config leaves it
     configure_logging("stage", verbose)
     assert {logging.getLogger(n).getEffectiveLevel() for n in (*CHATTY, "some.library")} == {others}
+
+
+LOAD = """
+import sys
+if {import_first}:
+    import transformers.utils.logging  # a stage that imported transformers before setting up its logs
+from tasks.logs import configure_logging
+configure_logging("stage", verbose={verbose})
+from envs.policies.scratch_model import load_model
+load_model(sys.argv[1], device="cpu")
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-layer Llama of a few thousand parameters, saved the ordinary way."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny")
+    config = LlamaConfig(
+        vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("import_first", [False, True])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_loading_weights_bar_shows_only_when_verbose(tiny_model: Path, verbose: bool, import_first: bool):
+    env = {k: v for k, v in os.environ.items() if k not in (PROGRESS_ENV, LEVEL_ENV)}
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD.format(verbose=verbose, import_first=import_first), str(tiny_model)],
+        cwd=REPO,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("Loading weights" in done.stderr) == verbose, done.stderr[-2000:]

@@ -46,6 +46,14 @@ def test_teacher_plays_every_spec_once_in_order(shared_params: dict, synthesized
     assert synthesized["played"] == len(specs) and synthesized["resumed"] == 0 and synthesized["retries"] == 0
     teacher = synthesized["teacher"]
     assert teacher["format"] == 1.0 and teacher["invalid_games"] == 0.0 and teacher["win"] > teacher["loss"]
+    # DVC's metrics file: a flat headline; the details file (a plain out) holds the per-stratum breakdown.
+    metrics_dir = Path(shared_params["layout"]["metrics"])
+    headline = json.loads((metrics_dir / "synthesize.json").read_text())
+    assert headline["episodes"] == len(specs) and headline["teacher_win"] == teacher["win"]
+    assert all(isinstance(v, (int, float)) for v in headline.values()) and len(headline) <= 8
+    details = json.loads((Path(shared_params["layout"]["details"]) / "synthesize.json").read_text())
+    assert details == synthesized
+    assert sum(s["episodes"] for s in details["per_stratum"].values()) == len(specs)
     assert not any(
         (Path(shared_params["layout"]["work"]) / "synthesize").glob("*.jsonl")
     )  # journal cleaned up

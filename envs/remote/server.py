@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -250,6 +251,44 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class FrameCheck:
+    """ASGI middleware: a WebSocket frame that is JSON but not an object gets an error frame, and the session goes on.
+
+    openenv's `/ws` loop reads `message["type"]` outside its per-message error handling, so such a frame would end
+    the session with an unclear `SESSION_ERROR`; here it is answered like any other malformed message.
+    """
+
+    def __init__(self, app: Callable):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        """Pass everything through except non-object JSON text frames, which are answered here."""
+        if scope["type"] != "websocket":
+            return await self.app(scope, receive, send)
+
+        async def checked_receive() -> dict:
+            while True:
+                message = await receive()
+                text = message.get("text") if message["type"] == "websocket.receive" else None
+                if text is None or _is_object_or_not_json(text):
+                    return message
+                error = {
+                    "type": "error",
+                    "data": {"message": "a message must be a JSON object: {\"type\": ..., \"data\": ...}", "code": "INVALID_JSON"},
+                }
+                # openenv's loop is waiting in receive, so this send cannot interleave with one of its own.
+                await send({"type": "websocket.send", "text": json.dumps(error)})
+
+        await self.app(scope, checked_receive, send)
+
+
+def _is_object_or_not_json(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return True  # openenv answers invalid JSON itself (INVALID_JSON)
+
+
 def _replay(messages: list[dict]) -> Callable:
     queue = list(messages)
 
@@ -293,6 +332,7 @@ def create_env_app(
 
     app.add_exception_handler(RequestError, _request_error)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(FrameCheck)
     return app
 
 

@@ -151,6 +151,7 @@ def test_bad_websocket_messages_get_error_frames_and_the_session_goes_on(served)
             return json.loads(ws.recv())
 
         assert send("{oops")["data"]["code"] == "INVALID_JSON"
+        assert send("[1, 2]")["data"]["code"] == "INVALID_JSON"  # JSON, but not a message object
         assert send('{"type": "dance"}')["data"]["code"] == "UNKNOWN_TYPE"
         assert "no episode" in send('{"type": "step", "data": {"message": "<move>4</move>"}}')["data"]["message"]
         assert send('{"type": "step", "data": {"message": 4}}')["type"] == "error"

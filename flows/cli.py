@@ -79,7 +79,12 @@ def env_serve_command(args: argparse.Namespace) -> int:
         f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s)"
     )
     serve_env_forever(
-        env, host=args.host, port=args.port, max_sessions=args.max_sessions, idle_ttl_s=args.idle_ttl
+        env,
+        host=args.host,
+        port=args.port,
+        max_sessions=args.max_sessions,
+        idle_ttl_s=args.idle_ttl,
+        threaded=args.threaded,
     )
     return 0
 
@@ -170,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_serve.add_argument(
         "--idle-ttl", type=positive_float, default=300.0, help="seconds before an idle session is closed"
+    )
+    env_serve.add_argument(
+        "--threaded",
+        action="store_true",
+        help="run each session's steps in its own thread (for environments that block on I/O)",
     )
     env_serve.set_defaults(func=env_serve_command)
     return parser

@@ -93,6 +93,20 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
             self.env.score([ep])
         return self._observation(ep.messages[before + 1 :])
 
+    # Steps run on the server's event loop: a wander step is CPU-bound Python, which threads cannot run in parallel
+    # (the GIL), so openenv's per-session thread hop would only add latency. `ThreadedEpisodeSession` keeps it.
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> WanderObservation:
+        """`reset` inline on the event loop."""
+        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+
+    async def step_async(
+        self, action: WanderAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> WanderObservation:
+        """`step` inline on the event loop."""
+        return self.step(action, timeout_s=timeout_s, **kwargs)
+
     @property
     def state(self) -> WanderState:
         """The session's episode: spec, model turns so far, whether it is over."""
@@ -189,6 +203,14 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
             error=ep.error,
             state=_json_safe(ep.to_dict()["state"]),
         )
+
+
+class ThreadedEpisodeSession(EpisodeSession):
+    """A session whose steps run in openenv's per-session thread: for environments that block on I/O (a remote
+    judge, a sandbox), so one slow step does not stall every other session."""
+
+    reset_async = OpenEnvEnvironment.reset_async
+    step_async = OpenEnvEnvironment.step_async
 
 
 def _is_int(value: Any) -> bool:
@@ -304,12 +326,13 @@ def create_env_app(
     max_sessions: int = MAX_SESSIONS,
     idle_ttl_s: float | None = IDLE_TTL_S,
     max_body_bytes: int = MAX_BODY_BYTES,
+    threaded: bool = False,
 ) -> FastAPI:
     """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection."""
     for split in list(env.dataset):  # build lazily made splits now, not concurrently inside the first sessions
         env.get_dataset(split)
     app = create_fastapi_app(
-        functools.partial(EpisodeSession, env),
+        functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env),
         WanderAction,
         WanderObservation,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_ttl_s),

@@ -163,3 +163,9 @@ def test_bad_websocket_messages_get_error_frames_and_the_session_goes_on(served)
         assert last["data"]["done"] and last["data"]["observation"]["values"]["invalid_moves"] == 8
         assert "over" in send('{"type": "step", "data": {"message": "<move>1</move>"}}')["data"]["message"]
         assert send('{"type": "reset", "data": {"seed": 8}}')["type"] == "observation"
+
+
+def test_threaded_sessions_play_the_same_games(local_env):
+    with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), threaded=True) as url:
+        spec, messages, final = asyncio.run(play(url, 3, MinimaxPlayer(0.3, seed=3)))
+    assert messages == local_env.rollout(MinimaxPlayer(0.3, seed=3), [spec])[0].messages

@@ -119,7 +119,9 @@ class RemoteSession:
 
     def __deepcopy__(self, memo: dict) -> RemoteSession:
         # A lazy fork: the copy opens its own session only if it is stepped, by replaying the same episode.
-        return RemoteSession(self.env, copy.deepcopy(self.reset_args, memo), copy.deepcopy(self.actions, memo))
+        return RemoteSession(
+            self.env, copy.deepcopy(self.reset_args, memo), copy.deepcopy(self.actions, memo)
+        )
 
 
 class RemoteEnvironment(Environment):
@@ -255,7 +257,11 @@ class RemoteEnvironment(Environment):
         if field is None:
             texts = [k for k, v in obs.items() if isinstance(v, str) and k != "metadata"]
             field = texts[0] if len(texts) == 1 else None
-        content = str(obs.get(field, "")) if field else json.dumps({k: v for k, v in obs.items() if k != "metadata"})
+        content = (
+            str(obs.get(field, ""))
+            if field
+            else json.dumps({k: v for k, v in obs.items() if k != "metadata"})
+        )
         system = [{"role": "system", "content": self.system_prompt}] if opening and self.system_prompt else []
         return system + [{"role": "user", "content": content}]
 
@@ -268,7 +274,9 @@ class RemoteEnvironment(Environment):
             episode.state["remote_values"] = obs.get("values") or {}
             episode.error = episode.error or obs.get("error")
             # The client keeps its own turn count and done flag (they drive the rollout loop); the rest is the server's.
-            episode.state.update({k: v for k, v in (obs.get("state") or {}).items() if k not in ("turn", "done")})
+            episode.state.update(
+                {k: v for k, v in (obs.get("state") or {}).items() if k not in ("turn", "done")}
+            )
         if payload.get("done"):
             episode.done = episode.state["done"] = True
 

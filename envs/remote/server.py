@@ -72,7 +72,9 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         try:
             self.episode = self.env.start(spec)
         except Exception as exc:  # noqa: BLE001 - a spec the env cannot start is the client's input
-            raise RequestError(f"cannot start an episode of {self.env.name} from spec {spec!r}: {exc}") from exc
+            raise RequestError(
+                f"cannot start an episode of {self.env.name} from spec {spec!r}: {exc}"
+            ) from exc
         self.episode_id = episode_id
         return self._observation(self.episode.messages)
 
@@ -185,7 +187,9 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
             except IndexError:
                 raise RequestError(f"index {index} is out of range for split {split!r}") from None
         if seed is None:
-            raise RequestError("reset needs a 'seed', a 'spec', or a 'split' and 'index': every episode is a function of its spec")
+            raise RequestError(
+                "reset needs a 'seed', a 'spec', or a 'split' and 'index': every episode is a function of its spec"
+            )
         if not _is_int(seed) or seed < 0:
             raise RequestError(f"reset 'seed' must be a non-negative integer, got {seed!r}")
         return self.env.make_spec(seed)
@@ -296,7 +300,10 @@ class FrameCheck:
                     return message
                 error = {
                     "type": "error",
-                    "data": {"message": "a message must be a JSON object: {\"type\": ..., \"data\": ...}", "code": "INVALID_JSON"},
+                    "data": {
+                        "message": 'a message must be a JSON object: {"type": ..., "data": ...}',
+                        "code": "INVALID_JSON",
+                    },
                 }
                 # openenv's loop is waiting in receive, so this send cannot interleave with one of its own.
                 await send({"type": "websocket.send", "text": json.dumps(error)})
@@ -329,7 +336,9 @@ def create_env_app(
     threaded: bool = False,
 ) -> FastAPI:
     """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection."""
-    for split in list(env.dataset):  # build lazily made splits now, not concurrently inside the first sessions
+    for split in list(
+        env.dataset
+    ):  # build lazily made splits now, not concurrently inside the first sessions
         env.get_dataset(split)
     app = create_fastapi_app(
         functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env),
@@ -372,7 +381,9 @@ def serve_env_in_thread(
         yield url
 
 
-def serve_env_forever(env: Environment, host: str = "127.0.0.1", port: int = 8000, **app_options: Any) -> None:
+def serve_env_forever(
+    env: Environment, host: str = "127.0.0.1", port: int = 8000, **app_options: Any
+) -> None:
     """Serve `env` over OpenEnv in the foreground until interrupted (`wander env serve`)."""
     import uvicorn
 

@@ -24,7 +24,14 @@ def test_settings_are_parsed_as_yaml_values():
 
 
 @pytest.mark.parametrize(
-    "argv", [["max_turns"], ["--port", "70000"], ["--max-sessions", "0"], ["--idle-ttl", "-1"], ["--idle-ttl", "inf"]]
+    "argv",
+    [
+        ["max_turns"],
+        ["--port", "70000"],
+        ["--max-sessions", "0"],
+        ["--idle-ttl", "-1"],
+        ["--idle-ttl", "inf"],
+    ],
 )
 def test_bad_options_are_usage_errors(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -60,7 +67,9 @@ def test_the_served_process_plays_a_game_with_openenv_client():
             while not result.done:
                 result = client.step({"message": "no move"})
                 turns += 1
-        assert turns == 3 and result.observation["values"]["invalid_moves"] == 3  # the setting reached the env
+        assert (
+            turns == 3 and result.observation["values"]["invalid_moves"] == 3
+        )  # the setting reached the env
     finally:
         server.terminate()
         server.wait(timeout=10)

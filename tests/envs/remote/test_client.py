@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
 from openenv.core.env_server.types import Action, Observation, State
@@ -101,4 +100,7 @@ def test_an_openenv_echo_environment_is_wrapped_and_evaluated():
         assert first.messages[1]["content"] == f"say something ({first.seed})"
         assert [m["content"] for m in first.messages[2:]] == ["xx", "xx", "xxxx", "xxxx", "xxxxxx", "xxxxxx"]
         assert first.reward == pytest.approx((2 + 4 + 6) / 10) and first.done and first.error is None
-        assert result.metrics["reward"]["mean"] == pytest.approx(1.2) and result.metrics["errored"]["mean"] == 0.0
+        assert (
+            result.metrics["reward"]["mean"] == pytest.approx(1.2)
+            and result.metrics["errored"]["mean"] == 0.0
+        )

@@ -17,7 +17,9 @@ from envs.remote.server import create_env_app
 
 from .conftest import SETTINGS
 
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_env_app(load_environment("tictactoe", **SETTINGS)))
+schema = schemathesis.openapi.from_asgi(
+    "/openapi.json", create_env_app(load_environment("tictactoe", **SETTINGS))
+)
 
 
 @pytest.mark.slow
@@ -25,7 +27,9 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", create_env_app(load_env
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_route_answers_5xx(case):
     response = case.call()
-    assert response.status_code < 500, f"{case.method} {case.formatted_path} {case.body!r}: {response.text[:300]}"
+    assert response.status_code < 500, (
+        f"{case.method} {case.formatted_path} {case.body!r}: {response.text[:300]}"
+    )
 
 
 def _frames(rng: random.Random) -> list[str]:
@@ -34,10 +38,19 @@ def _frames(rng: random.Random) -> list[str]:
     pick = rng.choice
     frames = [
         json.dumps({"type": pick(["reset", "step", "state", "close?", "", None, 7]), "data": pick(junk)}),
-        json.dumps({"type": "reset", "data": {pick(["seed", "spec", "split", "index", "episode_id", "x"]): pick(junk)}}),
-        json.dumps({"type": "reset", "data": {"split": pick(["train", "eval", "nope", 3]), "index": pick(junk)}}),
+        json.dumps(
+            {
+                "type": "reset",
+                "data": {pick(["seed", "spec", "split", "index", "episode_id", "x"]): pick(junk)},
+            }
+        ),
+        json.dumps(
+            {"type": "reset", "data": {"split": pick(["train", "eval", "nope", 3]), "index": pick(junk)}}
+        ),
         json.dumps({"type": "step", "data": {"message": pick(junk)}}),
-        json.dumps({"type": "step", "data": {"message": f"<move>{rng.randrange(-2, 12)}</move>", "x": pick(junk)}}),
+        json.dumps(
+            {"type": "step", "data": {"message": f"<move>{rng.randrange(-2, 12)}</move>", "x": pick(junk)}}
+        ),
         json.dumps({"type": "step", "data": {"message": f"<move>{rng.randrange(9)}</move>"}}),
         json.dumps({"type": "reset", "data": {"seed": rng.randrange(10**6)}}),
         json.dumps(pick(junk)),

@@ -20,7 +20,13 @@ from .conftest import SETTINGS
 def record(spec: dict, messages: list, final: dict) -> dict:
     """An Episode.to_dict()-shaped record of a game played over the wire, for envs.replay."""
     obs = final["observation"] if "observation" in final else final
-    return {"spec": spec, "messages": messages, "values": obs["values"], "reward": final["reward"], "state": obs["state"]}
+    return {
+        "spec": spec,
+        "messages": messages,
+        "values": obs["values"],
+        "reward": final["reward"],
+        "state": obs["state"],
+    }
 
 
 async def play(url: str, seed: int, player) -> tuple[dict, list, dict]:
@@ -93,7 +99,9 @@ def test_a_full_server_refuses_clearly_and_frees_slots_on_close():
 @pytest.mark.slow
 def test_idle_sessions_are_reaped_after_their_ttl():
     # openenv's reaper wakes every max(ttl / 4, 5 s): a 1 s TTL is reaped within about 6 s.
-    with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), max_sessions=1, idle_ttl_s=1.0) as url:
+    with serve_env_in_thread(
+        load_environment("tictactoe", **SETTINGS), max_sessions=1, idle_ttl_s=1.0
+    ) as url:
 
         async def main():
             idle = GenericEnvClient(base_url=url)
@@ -153,7 +161,9 @@ def test_bad_websocket_messages_get_error_frames_and_the_session_goes_on(served)
         assert send("{oops")["data"]["code"] == "INVALID_JSON"
         assert send("[1, 2]")["data"]["code"] == "INVALID_JSON"  # JSON, but not a message object
         assert send('{"type": "dance"}')["data"]["code"] == "UNKNOWN_TYPE"
-        assert "no episode" in send('{"type": "step", "data": {"message": "<move>4</move>"}}')["data"]["message"]
+        assert (
+            "no episode" in send('{"type": "step", "data": {"message": "<move>4</move>"}}')["data"]["message"]
+        )
         assert send('{"type": "step", "data": {"message": 4}}')["type"] == "error"
         assert send('{"type": "reset", "data": {"seed": "nine"}}')["type"] == "error"
         obs = send('{"type": "reset", "data": {"seed": 7}}')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import pytest
 from openenv.core.env_server.http_server import create_fastapi_app
@@ -12,8 +13,11 @@ from openenv.core.env_server.types import Action, Observation, State
 from envs import load_environment
 from envs.policies.base import Reply
 from envs.policies.openai_server import serve_in_thread
-from envs.remote.client import RemoteEnvironment
+from envs.remote.client import RemoteEnvironment, RemoteError
+from envs.remote.server import serve_env_in_thread
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
+
+from .conftest import SETTINGS
 
 
 def test_remote_evaluation_equals_local(served, local_env):
@@ -104,3 +108,26 @@ def test_an_openenv_echo_environment_is_wrapped_and_evaluated():
             result.metrics["reward"]["mean"] == pytest.approx(1.2)
             and result.metrics["errored"]["mean"] == 0.0
         )
+
+
+def test_sessions_are_given_back_scored_or_dropped(local_env):
+    with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), max_sessions=8) as url:
+        remote = load_environment(f"openenv:{url}")
+        for _ in range(3):  # scored episodes close their sessions
+            assert remote(RandomPlayer(seed=1), n=8).metrics["errored"]["mean"] == 0.0
+        for i in range(
+            16
+        ):  # episodes started and dropped (a trainer's dataset prompts) close theirs when freed
+            assert remote.start(local_env.make_spec(i)).prompt
+        deadline = time.monotonic() + 10
+        while True:  # the finalizer's close is asynchronous
+            result = remote(RandomPlayer(seed=2), n=8)
+            if result.metrics["errored"]["mean"] == 0.0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result.metrics["errored"]["mean"] == 0.0
+
+
+def test_no_server_is_one_clear_error():
+    with pytest.raises(RemoteError, match="no OpenEnv server at http://127.0.0.1:9"):
+        load_environment("openenv:http://127.0.0.1:9")

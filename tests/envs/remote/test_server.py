@@ -179,3 +179,23 @@ def test_threaded_sessions_play_the_same_games(local_env):
     with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), threaded=True) as url:
         spec, messages, final = asyncio.run(play(url, 3, MinimaxPlayer(0.3, seed=3)))
     assert messages == local_env.rollout(MinimaxPlayer(0.3, seed=3), [spec])[0].messages
+
+
+def test_an_unknown_session_or_an_oversized_frame_is_refused_and_the_server_goes_on(served):
+    import json
+
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    ws_url = served.replace("http", "ws") + "/ws"
+    with connect(ws_url + "?session_id=nope") as ws:
+        reply = json.loads(ws.recv(timeout=10))
+        assert reply["type"] == "error" and "Unknown session_id: nope" in reply["data"]["message"]
+    with connect(ws_url, max_size=None) as ws:
+        ws.send(json.dumps({"type": "step", "data": {"message": "x" * (2 << 20)}}))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 1009  # message too big
+    with connect(ws_url) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "observation"

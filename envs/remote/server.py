@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -27,6 +26,7 @@ from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 from envs.environment import Environment
 from envs.episode import Episode
 from envs.policies.base import Reply
+from envs.remote.guards import BodyLimit, FrameCheck
 from envs.remote.protocol import WanderAction, WanderObservation, WanderState
 
 MAX_SESSIONS = 256
@@ -242,89 +242,6 @@ def _json_safe(value: Any) -> Any:
 
 def _request_error(_: Request, exc: RequestError) -> JSONResponse:
     return JSONResponse(status_code=exc.status, content={"detail": str(exc)})
-
-
-class BodyLimit:
-    """ASGI middleware: refuse an HTTP body over `limit` bytes with 413 before the app reads it."""
-
-    def __init__(self, app: Callable, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        """Buffer the body up to the limit, then hand it to the app; 413 beyond it."""
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await self._too_large(scope, receive, send)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return await self.app(scope, _replay([message]), send)
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._too_large(scope, receive, send)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}]), send)
-
-    async def _too_large(self, scope: dict, receive: Callable, send: Callable) -> None:
-        response = JSONResponse(
-            status_code=413, content={"detail": f"request body larger than {self.limit} bytes"}
-        )
-        await response(scope, receive, send)
-
-
-class FrameCheck:
-    """ASGI middleware: a WebSocket frame that is JSON but not an object gets an error frame, and the session goes on.
-
-    openenv's `/ws` loop reads `message["type"]` outside its per-message error handling, so such a frame would end
-    the session with an unclear `SESSION_ERROR`; here it is answered like any other malformed message.
-    """
-
-    def __init__(self, app: Callable):
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        """Pass everything through except non-object JSON text frames, which are answered here."""
-        if scope["type"] != "websocket":
-            return await self.app(scope, receive, send)
-
-        async def checked_receive() -> dict:
-            while True:
-                message = await receive()
-                text = message.get("text") if message["type"] == "websocket.receive" else None
-                if text is None or _is_object_or_not_json(text):
-                    return message
-                error = {
-                    "type": "error",
-                    "data": {
-                        "message": 'a message must be a JSON object: {"type": ..., "data": ...}',
-                        "code": "INVALID_JSON",
-                    },
-                }
-                # openenv's loop is waiting in receive, so this send cannot interleave with one of its own.
-                await send({"type": "websocket.send", "text": json.dumps(error)})
-
-        await self.app(scope, checked_receive, send)
-
-
-def _is_object_or_not_json(text: str) -> bool:
-    try:
-        return isinstance(json.loads(text), dict)
-    except ValueError:
-        return True  # openenv answers invalid JSON itself (INVALID_JSON)
-
-
-def _replay(messages: list[dict]) -> Callable:
-    queue = list(messages)
-
-    async def receive() -> dict:
-        return queue.pop(0) if queue else {"type": "http.disconnect"}
-
-    return receive
 
 
 def create_env_app(

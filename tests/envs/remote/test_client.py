@@ -15,6 +15,7 @@ from envs.policies.base import Reply
 from envs.policies.openai_server import serve_in_thread
 from envs.remote.client import RemoteEnvironment, RemoteError
 from envs.remote.server import serve_env_in_thread
+from envs.replay import replay_problems
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
 
 from .conftest import SETTINGS
@@ -28,6 +29,7 @@ def test_remote_evaluation_equals_local(served, local_env):
     here, there = local_env(MinimaxPlayer(0.5, seed=3), n=16), remote(MinimaxPlayer(0.5, seed=3), n=16)
     for a, b in zip(here.trajectories, there.trajectories, strict=True):
         assert (a.messages, a.reward, a.values, a.error) == (b.messages, b.reward, b.values, b.error)
+        assert replay_problems(local_env, b.to_dict()) == []  # a remote record passes curation's replay gate
     assert here.metrics == there.metrics
 
 

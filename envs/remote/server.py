@@ -253,9 +253,8 @@ def create_env_app(
     threaded: bool = False,
 ) -> FastAPI:
     """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection."""
-    for split in list(
-        env.dataset
-    ):  # build lazily made splits now, not concurrently inside the first sessions
+    # Build lazily made splits now, not concurrently inside the first sessions.
+    for split in list(env.dataset):
         env.get_dataset(split)
     app = create_fastapi_app(
         functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env),

@@ -17,6 +17,7 @@ SUITES = [
     "bench.eval_speed",
     "bench.pipeline_speed",
     "bench.learning",
+    "bench.remote_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -11,7 +11,11 @@ BUILTIN = {"tictactoe": "envs.tictactoe"}
 
 
 def load_environment(name: str, **kwargs: Any) -> Environment:
-    """Build a registered environment (`tictactoe`) or one from any importable module path."""
+    """Build a registered environment (`tictactoe`), one from any importable module path, or `openenv:URL`."""
+    if name.startswith("openenv:"):
+        from envs.remote.client import load_remote  # lazy: only remote environments need the openenv client
+
+        return load_remote(name, **kwargs)
     module_name = BUILTIN.get(name, name)
     try:
         module = importlib.import_module(module_name)

@@ -52,6 +52,65 @@ def teacher_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def env_setting(text: str) -> tuple[str, object]:
+    """A `KEY=VALUE` environment setting; the value is read as YAML (`8`, `0.5`, `[0.0, 0.5]`, `full`)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a KEY=VALUE environment setting")
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key, value
+
+
+def env_serve_command(args: argparse.Namespace) -> int:
+    """Serve an environment over OpenEnv's protocol until interrupted."""
+    from envs import load_environment
+    from envs.remote.server import serve_env_forever
+
+    try:
+        env = load_environment(args.name, **dict(args.settings))
+    except TypeError as exc:  # an unknown setting: the factory names it
+        raise ValueError(str(exc)) from None
+    print(
+        f"environment {env.name!r} over OpenEnv at http://{args.host}:{args.port} (WebSocket sessions at /ws, "
+        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s)"
+    )
+    serve_env_forever(
+        env,
+        host=args.host,
+        port=args.port,
+        max_sessions=args.max_sessions,
+        idle_ttl_s=args.idle_ttl,
+        threaded=args.threaded,
+    )
+    return 0
+
+
+def positive_int(text: str) -> int:
+    """A positive integer from the command line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A positive number of seconds from the command line."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} must be a positive number")
+    return value
+
+
 def port_number(text: str) -> int:
     """A TCP port from the command line: an integer from 0 (any free port) to 65535."""
     try:
@@ -95,6 +154,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--model", default=TEACHER_MODEL, help="model name the server answers to")
     serve.set_defaults(func=teacher_command)
+
+    env_cmd = sub.add_parser("env", help="environments as servers")
+    env_sub = env_cmd.add_subparsers(dest="env_command", required=True)
+    env_serve = env_sub.add_parser(
+        "serve", help="serve an environment over OpenEnv's protocol (WebSocket sessions, Task API)"
+    )
+    env_serve.add_argument("name", help="registered environment (tictactoe) or module path")
+    env_serve.add_argument(
+        "settings",
+        nargs="*",
+        type=env_setting,
+        metavar="KEY=VALUE",
+        help="environment settings, e.g. rendering=compact max_turns=8 history=full",
+    )
+    env_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
+    env_serve.add_argument("--port", type=port_number, default=8000, help="port (default 8000)")
+    env_serve.add_argument(
+        "--max-sessions", type=positive_int, default=256, help="concurrent sessions (default 256)"
+    )
+    env_serve.add_argument(
+        "--idle-ttl", type=positive_float, default=300.0, help="seconds before an idle session is closed"
+    )
+    env_serve.add_argument(
+        "--threaded",
+        action="store_true",
+        help="run each session's steps in its own thread (for environments that block on I/O)",
+    )
+    env_serve.set_defaults(func=env_serve_command)
     return parser
 
 

@@ -248,9 +248,15 @@ def _completion(model_name: str, conversation: Conversation, replies: list[Reply
 
 @contextlib.contextmanager
 def serve_in_thread(
-    app: Any, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 10.0
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    startup_timeout: float = 10.0,
+    api_path: str = "/v1",
+    probe_path: str = "/v1/models",
+    **uvicorn_options: Any,
 ) -> Iterator[str]:
-    """Run `app` with uvicorn in a background thread; yield its base URL (".../v1"); stop it on exit."""
+    """Run `app` with uvicorn in a background thread; yield its base URL (+ `api_path`); stop it on exit."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -260,15 +266,17 @@ def serve_in_thread(
     netloc = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
     # No log config of uvicorn's own: its loggers follow the process's logging setup, where a stage keeps the
     # per-request access lines off unless asked for (tasks/logs.py).
-    config = uvicorn.Config(app, log_config=None, log_level=None, timeout_graceful_shutdown=2)
+    config = uvicorn.Config(
+        app, log_config=None, log_level=None, timeout_graceful_shutdown=2, **uvicorn_options
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{port}"
     )
     thread.start()
     try:
-        _wait_until_answering(f"http://{netloc}/v1/models", thread, startup_timeout)
-        yield f"http://{netloc}/v1"
+        _wait_until_answering(f"http://{netloc}{probe_path}", thread, startup_timeout)
+        yield f"http://{netloc}{api_path}"
     finally:
         server.should_exit = True
         thread.join(timeout=startup_timeout)

@@ -1,0 +1,1 @@
+"""Environments over HTTP, the OpenEnv way: serve any wander environment, use any OpenEnv server as one."""

@@ -240,7 +240,7 @@ class GRPO(Section):
     """Optimizer passes over each batch of episodes (rollouts are most of a step's cost)."""
     beta: float = Field(0.0, ge=0.0)
     """KL coefficient to the start model (TRL's `beta`); 0 loads no reference model."""
-    curve_every: int = Field(20, ge=0)
+    curve_every: int = Field(30, ge=0)
     """Steps between learning-curve points (the env's `curve_metrics`, greedy); 0 = no curve."""
     invalid_penalty: float | None = -0.5
     """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""

@@ -1,9 +1,9 @@
-"""What the model reads: system prompts, status lines and two board renderings.
+"""What the model reads: system prompts, status lines and three board renderings.
 
-`grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny
-models; `board` is the shortest (no system prompt, the model's mark and the board, nothing else): a scratch
-model trains on about 30 tokens a move instead of 80. Both can be read back with `parse_board`, so scripted players and the teacher server
-see the same text a model does.
+`grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny models; `board` is
+the shortest (no system prompt, the board with free cells numbered, then the model's mark): a scratch model
+trains on about 30 tokens a move instead of 80. All read back with `parse_board`, so scripted players and the
+teacher server see the same text a model does.
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ def render_board(board: str, rendering: str) -> str:
     if rendering == "compact":
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
     if rendering == "board":
-        return f"{board[:3]}/{board[3:6]}/{board[6:]}"
+        # Free cells show their number: a tiny model reads the legal moves off the tokens it must answer with
+        # (measured: learns much faster than from '.', whose meaning depends on its position).
+        cells = "".join(c if c != "." else str(i) for i, c in enumerate(board))
+        return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
 
 
@@ -86,13 +89,15 @@ def reply_text(cell: int, reason: str | None = None) -> str:
 
 
 def user_message(status: str, board: str, rendering: str) -> str:
-    """A full user turn: status line, then the board and available cells."""
+    """A full user turn: status line, then the board and available cells (`board`: the board, then the status)."""
+    if rendering == "board":  # the mark last, next to the reply: the token the move is predicted from
+        return f"{render_board(board, rendering)}\n{status}"
     return f"{status}\n{render_board(board, rendering)}"
 
 
 _GRID_ROW = r" (.) \| (.) \| (.)"
 _GRID = re.compile(rf"{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}")
-_COMPACT = re.compile(r"(?m)^([XO.]{3})/([XO.]{3})/([XO.]{3})$")
+_COMPACT = re.compile(r"(?m)^([XO.0-8]{3})/([XO.0-8]{3})/([XO.0-8]{3})$")  # compact or board
 
 
 def parse_board(text: str) -> str | None:
@@ -101,4 +106,10 @@ def parse_board(text: str) -> str | None:
     if m:
         return "".join(c if c in "XO" else "." for c in m.groups())
     m = _COMPACT.search(text)
-    return "".join(m.groups()) if m else None
+    if m is None:
+        return None
+    board = "".join(m.groups())
+    # A digit is a free cell only where it names itself: anything else is not a board this env rendered.
+    if any(c.isdigit() and int(c) != i for i, c in enumerate(board)):
+        return None
+    return "".join(c if c in "XO" else "." for c in board)

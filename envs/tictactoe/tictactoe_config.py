@@ -10,7 +10,8 @@ class TicTacToeConfig:
     """Everything that defines a tic-tac-toe task; `load_environment(**kwargs)` takes these fields."""
 
     rendering: str = "board"
-    """Board text: "board" (the mark and the board alone, no system prompt: the shortest, for scratch models),
+    """Board text: "board" (the board with free cells numbered, `01X/3O5/678`, then the mark; no system prompt:
+    the shortest, for scratch models),
     "compact" (a one-line rule, the board and the free cells) or "grid" (readable by any chat LLM)."""
 
     reply_format: str = "move"

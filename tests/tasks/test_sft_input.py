@@ -13,7 +13,7 @@ from tasks.validation import InputError
 
 GOOD = {
     "messages": [
-        {"role": "user", "content": "X\n.../.../..."},
+        {"role": "user", "content": "012/345/678\nX"},
         {"role": "assistant", "content": "<move>4</move>"},
     ]
 }

@@ -31,7 +31,8 @@ def record(spec: dict, messages: list, final: dict) -> dict:
 
 async def play(url: str, seed: int, player) -> tuple[dict, list, dict]:
     """One whole game through OpenEnv's async client: reset(seed), then the player's move each turn."""
-    async with GenericEnvClient(base_url=url) as client:
+    # Generous timeouts: 200 sessions connect at once, on 2 cores that may be busy with other work.
+    async with GenericEnvClient(base_url=url, connect_timeout_s=120, message_timeout_s=120) as client:
         result = await client.reset(seed=seed)
         messages = list(result.observation["messages"])
         while not result.done:

@@ -192,7 +192,7 @@ class SFT(Section):
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
-    learning_rate: float = Field(0.002, gt=0.0)
+    learning_rate: float = Field(0.001, gt=0.0)
     """Peak learning rate."""
     lr_scheduler_type: str = "cosine"
     """transformers learning-rate schedule."""

@@ -68,17 +68,15 @@ STATUS = {
 def render_board(board: str, rendering: str) -> str:
     """The board and the available cells, in one rendering."""
     moves = legal_moves(board)
+    # Free cells shown by their number (grid, board): a model reads the legal moves off the tokens it answers with.
+    cells = "".join(c if c != "." else str(i) for i, c in enumerate(board))
     if rendering == "grid":
-        cells = [c if c != "." else str(i) for i, c in enumerate(board)]
         rows = [f" {cells[r]} | {cells[r + 1]} | {cells[r + 2]}" for r in (0, 3, 6)]
         grid = "\n---+---+---\n".join(rows)
         return f"Board:\n{grid}\nAvailable: {', '.join(map(str, moves))}"
     if rendering == "compact":
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
-    if rendering == "board":
-        # Free cells show their number: a tiny model reads the legal moves off the tokens it must answer with
-        # (measured: learns much faster than from '.', whose meaning depends on its position).
-        cells = "".join(c if c != "." else str(i) for i, c in enumerate(board))
+    if rendering == "board":  # measured: a tiny model learns much faster from numbered cells than from '.'
         return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
 

@@ -36,7 +36,6 @@ OUTPUTS = {
 }
 SIDE_LABEL = {"first": "moves first", "second": "moves second"}
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
-HEADLINE_RATES = ("non_loss", "win", "loss", "invalid")
 
 
 def _finite(value: float | int | None) -> float | int | None:
@@ -70,24 +69,34 @@ def headline_policies(result: MatrixResult, baseline: str | None = None) -> list
     return [*models[-1:], baseline]
 
 
-def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
-    """A few numbers a person can compare across experiments: <row>.<opponent>.<rate>, both sides pooled.
+def _rate(rows: list[dict], metric: str) -> float | None:
+    return _finite(round(pooled(rows, metric)["mean"], 4))
 
-    The whole matrix (every row, side, interval and count) is matrix.json, matrix.csv and the report; DVC shows
-    every number of a metrics file as a column, so this file stays small enough for `dvc exp show`.
+
+def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+    """A few numbers a person can compare across experiments, both sides pooled, for the candidate and the baseline.
+
+    Per row: overall non-loss and invalid-game rates, win and loss against the weakest opponent (the first listed)
+    and loss against the strongest (the last), and the same from the exact results where the row has them. The
+    whole matrix (every row, opponent, side, interval and count) is matrix.json, matrix.csv and the report; DVC
+    shows every number of a metrics file as a column, so this file stays small enough for `dvc exp show`.
     """
+    weakest, strongest = result.opponents[0], result.opponents[-1]
+    picks = ((weakest, "win"), (weakest, "loss"), (strongest, "loss"))
     out: dict = {}
     for name in headline_policies(result, baseline):
         rows = [r for r in result.rows if r["policy"] == name]
-        out[name] = {
-            opponent: {
-                metric: _finite(
-                    round(pooled([r for r in rows if r["opponent"] == opponent], metric)["mean"], 4)
-                )
-                for metric in HEADLINE_RATES
-            }
-            for opponent in result.opponents
-        }
+        head = {"all": {"non_loss": _rate(rows, "non_loss"), "invalid": _rate(rows, "invalid")}}
+        for opponent, metric in picks:
+            head.setdefault(opponent, {})[metric] = _rate(
+                [r for r in rows if r["opponent"] == opponent], metric
+            )
+        if name in result.exact:
+            exact = result.exact[name]
+            head["exact"] = {o: {} for o in (weakest, strongest)}
+            for opponent, metric in picks:
+                head["exact"][opponent][metric] = round(exact[opponent][metric], 4)
+        out[name] = head
     return out
 
 

@@ -9,6 +9,7 @@ import matplotlib.image
 import pytest
 
 from envs.policies.base import Reply
+from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
 from tasks.evaluate import mlflow_key, run
@@ -27,6 +28,15 @@ class Clumsy(RandomPlayer):
             Reply("<move>9</move>") if sum(m["role"] == "assistant" for m in c) == 0 else r
             for c, r in zip(conversations, super().__call__(conversations), strict=True)
         ]
+
+
+class FirstFree(RandomPlayer):
+    """Plays the first free cell: deterministic, so the matrix also computes its exact results."""
+
+    greedy = True
+
+    def choose(self, board: str) -> int:
+        return legal_moves(board)[0]
 
 
 @pytest.fixture(scope="module")
@@ -96,24 +106,36 @@ def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
     )
 
     def built():  # stand-ins for the model folders, fresh for each run
-        return {"old": Clumsy(seed=2), "new": RandomPlayer(seed=3)}
+        return {"old": Clumsy(seed=2), "new": FirstFree()}
 
     result = run_matrix(config, built=built())
     paths = write_report(result, tmp_path, config.seed, config.baseline)
     metrics = json.loads(paths["metrics"].read_text())
     # The last model row is the candidate; scripted rows and earlier checkpoints stay in the matrix only.
     assert list(metrics) == ["new", "teacher"]
-    assert len(leaves(metrics)) == 2 * len(OPPONENTS) * 4
+    weakest, strongest = OPPONENTS[0], OPPONENTS[-1]
     for name in metrics:
-        for opponent in OPPONENTS:
-            both = [r for r in rows_of(result, name) if r["opponent"] == opponent]
-            games = sum(r["games"] for r in both)
-            assert metrics[name][opponent] == {
-                "non_loss": round(1 - sum(r["losses"] for r in both) / games, 4),
-                "win": round(sum(r["wins"] for r in both) / games, 4),
-                "loss": round(sum(r["losses"] for r in both) / games, 4),
-                "invalid": round(sum(r["invalid_games"] for r in both) / games, 4),
-            }
+        rows = rows_of(result, name)
+
+        def rate(cells, field):
+            return round(sum(r[field] for r in cells) / sum(r["games"] for r in cells), 4)
+
+        weak = [r for r in rows if r["opponent"] == weakest]
+        strong = [r for r in rows if r["opponent"] == strongest]
+        assert metrics[name]["all"] == {
+            "non_loss": round(1 - sum(r["losses"] for r in rows) / sum(r["games"] for r in rows), 4),
+            "invalid": rate(rows, "invalid_games"),
+        }
+        assert metrics[name][weakest] == {"win": rate(weak, "wins"), "loss": rate(weak, "losses")}
+        assert metrics[name][strongest] == {"loss": rate(strong, "losses")}
+    # Greedy model rows also get their exact results; the scripted baseline has none. A dozen columns in all.
+    exact = result.exact["new"]
+    assert metrics["new"]["exact"] == {
+        weakest: {"win": round(exact[weakest]["win"], 4), "loss": round(exact[weakest]["loss"], 4)},
+        strongest: {"loss": round(exact[strongest]["loss"], 4)},
+    }
+    assert "exact" not in metrics["teacher"]
+    assert len(leaves(metrics)) == 5 + 3 + 5
     assert run(Params(evaluate=config), built()) == metrics  # the stage returns what it wrote
     assert "old" in json.loads(paths["matrix"].read_text())["policies"]
 
@@ -202,7 +224,7 @@ def test_run_returns_the_metrics_it_writes(tmp_path):
     )
     metrics = run(Params(evaluate=config))
     assert metrics == json.loads((tmp_path / OUTPUTS["metrics"]).read_text())
-    assert metrics["m"]["random"]["non_loss"] == 1.0
+    assert metrics["m"]["all"]["non_loss"] == 1.0 and metrics["m"]["random"]["loss"] == 0.0
     matrix = json.loads((tmp_path / OUTPUTS["matrix"]).read_text())
     assert matrix["policies"]["m"]["opponents"]["random"]["both"]["non_loss"] == 1.0
 

@@ -19,6 +19,7 @@ from envs.policies.openai_policy_config import redact_url
 
 LEVEL_ENV = "WANDER_LOG_LEVEL"
 PROGRESS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
+DATASETS_PROGRESS_ENV = "HF_DATASETS_DISABLE_PROGRESS_BARS"  # datasets' own switch: SFT's "Tokenizing" bars
 # Our loggers: modules log under their package; a stage run as `python -m tasks.<stage>` is `__main__`.
 OURS = ("envs", "tasks", "flows", "__main__")
 # Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
@@ -64,12 +65,17 @@ def configure_logging(prefix: str, verbose: bool = False) -> int:
 
 
 def quiet_progress_bars() -> None:
-    """Turn off Hugging Face's progress bars (transformers' "Loading weights", hub downloads), unless the
-    environment already says (HF_HUB_DISABLE_PROGRESS_BARS); the Trainer's own bar is not one of them."""
+    """Turn off Hugging Face's progress bars (transformers' "Loading weights", hub downloads, datasets' "Map" and
+    "Tokenizing"), unless the environment already says (HF_HUB_DISABLE_PROGRESS_BARS,
+    HF_DATASETS_DISABLE_PROGRESS_BARS); the Trainer's own bar is not one of them."""
+    # The libraries read the variables when first imported; a process that imported them already is told
+    # directly. Not imported up front: transformers costs a second, and generate never loads it.
+    if os.environ.setdefault(DATASETS_PROGRESS_ENV, "1") == "1" and "datasets" in sys.modules:
+        from datasets.utils import disable_progress_bars
+
+        disable_progress_bars()
     if os.environ.setdefault(PROGRESS_ENV, "1") != "1":
         return
-    # transformers and huggingface_hub read the variable when first imported; a process that imported them
-    # already is told directly. Not imported up front: transformers costs a second, and generate never loads it.
     if "transformers" in sys.modules or "huggingface_hub" in sys.modules:
         from transformers.utils import logging as transformers_logging
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.logs import CHATTY, LEVEL_ENV, OURS, PROGRESS_ENV, configure_logging
+from tasks.logs import CHATTY, DATASETS_PROGRESS_ENV, LEVEL_ENV, OURS, PROGRESS_ENV, configure_logging
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,15 +20,23 @@ NAMES = ["", *OURS, *CHATTY, "stage", "some.library"]
 
 @pytest.fixture(autouse=True)
 def restore_levels(monkeypatch):
-    monkeypatch.delenv(PROGRESS_ENV, raising=False)  # configure_logging sets it: put it back afterwards
+    for name in (
+        PROGRESS_ENV,
+        DATASETS_PROGRESS_ENV,
+    ):  # configure_logging sets them: put them back afterwards
+        monkeypatch.delenv(name, raising=False)
     levels = {n: logging.getLogger(n).level for n in NAMES}
     bars = sys.modules.get("transformers.utils.logging")
     shown = bars.is_progress_bar_enabled() if bars else None
+    datasets_bars = sys.modules.get("datasets.utils.tqdm")
+    datasets_shown = not datasets_bars.are_progress_bars_disabled() if datasets_bars else None
     yield
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
     if shown:
         bars.enable_progress_bar()
+    if datasets_shown:
+        datasets_bars.enable_progress_bars()
 
 
 @pytest.mark.parametrize(
@@ -78,17 +86,46 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without the switches under test (a stage starts without them)."""
+    return {k: v for k, v in os.environ.items() if k not in (PROGRESS_ENV, DATASETS_PROGRESS_ENV, LEVEL_ENV)}
+
+
 @pytest.mark.parametrize("import_first", [False, True])
 @pytest.mark.parametrize("verbose", [False, True])
 def test_the_loading_weights_bar_shows_only_when_verbose(tiny_model: Path, verbose: bool, import_first: bool):
-    env = {k: v for k, v in os.environ.items() if k not in (PROGRESS_ENV, LEVEL_ENV)}
     done = subprocess.run(
         [sys.executable, "-c", LOAD.format(verbose=verbose, import_first=import_first), str(tiny_model)],
         cwd=REPO,
-        env={**env, "OMP_NUM_THREADS": "1"},
+        env={**clean_env(), "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("Loading weights" in done.stderr) == verbose, done.stderr[-2000:]
+
+
+TOKENIZE = """
+if {import_first}:
+    import datasets  # SFT imports TRL, hence datasets, before its logs are set up
+from tasks.logs import configure_logging
+configure_logging("stage", verbose={verbose})
+from datasets import Dataset
+Dataset.from_dict({{"a": list(range(50))}}).map(lambda row: row, desc="Tokenizing train dataset")
+"""
+
+
+@pytest.mark.parametrize("import_first", [False, True])
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_datasets_bars_show_only_when_verbose(verbose: bool, import_first: bool):
+    done = subprocess.run(
+        [sys.executable, "-c", TOKENIZE.format(verbose=verbose, import_first=import_first)],
+        cwd=REPO,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ("Tokenizing train dataset" in done.stderr) == verbose, done.stderr[-2000:]

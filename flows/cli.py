@@ -9,6 +9,7 @@ from envs.policies.openai_policy import PolicyRequestError
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from tasks.compare import compare, conclusion
 from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
+from tasks.logs import configure_logging
 from tasks.matrix import RATES, MatrixInterrupted, run_matrix
 from tasks.report import text_table
 
@@ -127,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wander", description="Train small LMs with RL inside environments."
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="other libraries' INFO logs and progress bars too (as stages do)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     ev = sub.add_parser("eval", help="the opponent matrix of one or more policies, with a report")
@@ -188,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `wander`."""
     args = build_parser().parse_args(argv)
+    configure_logging("wander", args.verbose)  # the stages' log setup: progress lines, no library chatter
     try:
         return args.func(args)
     except ValueError as exc:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +15,7 @@ from envs.policies.scratch_model import build_scratch_model
 from envs.policies.scratch_model_config import ScratchModelConfig
 from flows.cli import main
 
+REPO = Path(__file__).resolve().parents[2]
 TINY = ScratchModelConfig(
     vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
     intermediate_size=64, max_position_embeddings=1024,
@@ -104,6 +109,25 @@ def test_local_model_through_the_cli(tiny_model, tmp_path, capsys):
     assert main([*argv, "--temperature", "0.8", "--out", str(tmp_path / "sampled"), "--no-progress"]) == 0
     assert "decoding: sampled (temperature 0.8)" in capsys.readouterr().out
     assert "sampled (temperature 0.8)" in (tmp_path / "sampled" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_eval_logs_like_a_stage(tiny_model, tmp_path, verbose):
+    """Progress lines prefixed `wander:`; transformers' loading bar and library INFO chatter only with --verbose."""
+    argv = ["--verbose"] if verbose else []
+    argv += ["eval", "--policy", str(tiny_model), "--opponents", "random", "--games", "2", "--no-progress"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "WANDER_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *argv, "--max-new-tokens", "8", "--out", str(tmp_path)],
+        cwd=REPO,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "wander: tiny: 4 games in" in done.stderr, done.stderr[-2000:]
+    assert ("Loading weights" in done.stderr) == verbose, done.stderr[-2000:]
 
 
 def test_teacher_serve_answers_over_http(tmp_path):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from envs.policies.base import Message, Reply
 from envs.stats import mean_ci
+
+ATOMS = (str, int, float, bool, type(None))  # state values a fork can share
 
 
 @dataclass(slots=True)
@@ -36,6 +39,21 @@ class Episode:
     def completion(self) -> list[Message]:
         """Every message from the first model turn on (model and environment turns)."""
         return self.messages[self.prompt_len :]
+
+    def fork(self) -> Episode:
+        """An independent copy to branch from, much cheaper than `copy.deepcopy`: the state is deep-copied,
+        the lists are new, and the messages and replies in them are shared (never changed once appended)."""
+        return Episode(
+            spec=dict(self.spec),
+            messages=list(self.messages),
+            state={k: v if isinstance(v, ATOMS) else copy.deepcopy(v) for k, v in self.state.items()},
+            prompt_len=self.prompt_len,
+            replies=list(self.replies),
+            done=self.done,
+            reward=self.reward,
+            values=dict(self.values),
+            error=self.error,
+        )
 
     def to_dict(self) -> dict:
         """A JSON-ready record of the episode."""

@@ -21,7 +21,7 @@ from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
 from envs.stats import mean_ci, wilson_interval
 from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
-from envs.tictactoe.exact import exact_both_sides
+from envs.tictactoe.exact import exact_both_sides, memoized
 from envs.tictactoe.players import RandomPlayer, opponent_skill
 from tasks.sections import EvaluateConfig
 
@@ -213,6 +213,7 @@ def play_row(
 def exact_row(env: TicTacToeEnv, policy: Policy, opponents: Sequence[str]) -> dict[str, dict[str, float]]:
     """A greedy policy's exact expected rates against each opponent, both sides pooled (no sampling noise)."""
     start = time.perf_counter()
+    policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
     out = {o: exact_both_sides(env, policy, opponent_skill(o))["both"] for o in opponents}
     logger.info("exact results in %.1f s", time.perf_counter() - start)
     return out

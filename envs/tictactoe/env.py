@@ -241,9 +241,9 @@ class TicTacToeEnv(Environment):
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player."""
-        from envs.tictactoe.exact import exact_both_sides  # lazy: exact imports this module
+        from envs.tictactoe.exact import exact_both_sides, memoized  # lazy: exact imports this module
 
-        out = {}
+        policy, out = memoized(policy), {}
         for opponent, p in CURVE_OPPONENTS.items():
             both = exact_both_sides(self, policy, p)["both"]
             out.update(

@@ -12,7 +12,6 @@ assignment than one outcome spread over every move of a game. Episode logic is t
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +41,7 @@ def play_decisions(
     groups = [specs[i] for i in range(0, len(specs), group_size)]
     prefixes = [env.start(spec) for spec in groups]
     depths = [branch_depth(spec, max_depth) for spec in groups]
-    branch_points = [copy.deepcopy(ep) for ep in prefixes]  # the latest live position of each prefix
+    branch_points = [ep.fork() for ep in prefixes]  # the latest live position of each prefix
     for depth in range(max_depth):
         live = [i for i, ep in enumerate(prefixes) if not ep.done and depth < depths[i]]
         if not live:
@@ -50,8 +49,8 @@ def play_decisions(
         _play_turn(env, [prefixes[i] for i in live], turn)
         for i in live:
             if not prefixes[i].done:
-                branch_points[i] = copy.deepcopy(prefixes[i])
-    episodes = [copy.deepcopy(branch_points[i // group_size]) for i in range(len(specs))]
+                branch_points[i] = prefixes[i].fork()
+    episodes = [branch_points[i // group_size].fork() for i in range(len(specs))]
     prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn)
     while live := [ep for ep in episodes if not ep.done]:
         _play_turn(env, live, turn)

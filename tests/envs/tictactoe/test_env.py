@@ -182,3 +182,16 @@ def test_specs_dir_gives_the_splits_seeds_and_strata_with_the_configs_skill_rang
     assert load_environment("tictactoe", specs_dir=str(tmp_path)).get_dataset("train").to_list() == rows
     with pytest.raises(FileNotFoundError, match="eval.jsonl"):
         stage.get_dataset("eval")
+
+
+def test_a_fork_plays_on_without_touching_the_episode_it_came_from():
+    env = load_environment("tictactoe")
+    spec = {"seed": 3, "random_move_prob": 0.0, "stratum": 0, "model_starts": True, "forced_replies": [4]}
+    episode = env.start(spec)
+    before = (list(episode.messages), dict(episode.state), list(episode.state["forced_replies"]))
+    fork = episode.fork()
+    env.advance(fork, Reply("<move>0</move>"))  # takes the forced reply out of the fork's state
+    assert fork.state["board"] != episode.state["board"] and fork.state["forced_replies"] == []
+    assert (episode.messages, episode.state, episode.state["forced_replies"]) == before
+    env.advance(episode, Reply("<move>0</move>"))  # the original still plays the same move the same way
+    assert episode.messages == fork.messages and episode.state == fork.state

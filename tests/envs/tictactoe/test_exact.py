@@ -1,12 +1,13 @@
 """Exact evaluation, the move-only reply format and the per-move invalid penalty."""
 
+import json
 import random
 
 import pytest
 
 from envs import Reply, load_environment
 from envs.tictactoe.board import best_moves, legal_moves, opponent_distribution, opponent_move
-from envs.tictactoe.exact import exact_both_sides, exact_results
+from envs.tictactoe.exact import exact_both_sides, exact_results, memoized
 from envs.tictactoe.players import ExpertPlayer, board_of
 
 
@@ -108,3 +109,26 @@ class _Always:
 
     def __call__(self, conversations):
         return [Reply(self.reply) for _ in conversations]
+
+
+class Recording(FirstFree):
+    """FirstFree that records every conversation it is asked about."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __call__(self, conversations):
+        self.asked += [json.dumps(c, sort_keys=True) for c in conversations]
+        return super().__call__(conversations)
+
+
+def test_each_distinct_position_is_asked_once_across_sides_and_opponents():
+    env = load_environment("tictactoe")
+    policy = Recording()
+    shared = memoized(policy)
+    first = {p: exact_both_sides(env, shared, p) for p in (1.0, 0.5, 0.0)}
+    assert policy.asked and len(policy.asked) == len(set(policy.asked))
+    asked = len(policy.asked)
+    assert {p: exact_both_sides(env, shared, p) for p in (1.0, 0.5, 0.0)} == first  # all from the cache
+    assert len(policy.asked) == asked
+    assert first[1.0] == exact_both_sides(env, FirstFree(), 1.0)  # a fresh cache: the same numbers

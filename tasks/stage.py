@@ -61,5 +61,8 @@ def stage_main(
 
 
 def headline(metrics: dict) -> dict:
-    """The top-level numbers of a metrics dict, for a one-line summary."""
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+    """The numbers of a metrics dict, nested ones as `a.b.c`, for a one-line summary."""
+    from tasks.tracking import flatten
+
+    flat = flatten(metrics, sep=".")
+    return {k: v for k, v in flat.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}

@@ -13,6 +13,7 @@ import yaml
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
 from tasks.params import ParamsError, load_params, main, read_params, restrict
 from tasks.sections import READS, Params
+from tasks.stage import headline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -225,3 +226,8 @@ def test_a_stage_command_refuses_bad_params_before_doing_anything(
     err = capsys.readouterr().err
     assert "generate: error:" in err and "section 'generate': unknown key 'num_trian'" in err
     assert not (tmp_path / "datasets").exists()
+
+
+def test_the_done_line_shows_nested_headlines_flattened():
+    metrics = {"steps": 3, "grpo-strong": {"random": {"win": 0.9}, "note": "x", "ok": True}, "curve": [1]}
+    assert headline(metrics) == {"steps": 3, "grpo-strong.random.win": 0.9, "grpo-strong.note": "x"}

@@ -11,9 +11,9 @@ an observation becomes a user message (its `observation_field`, or its only text
 becomes the action's `action_field` (the action schema's only string field unless named), and the episode reward
 is the sum of the step rewards, for at most `max_turns` turns.
 
-An episode copied with `copy.deepcopy` (GRPO's one-decision-per-sample rollout branches episodes that way) gets
-its own session lazily, on its next step, by replaying the same spec and replies: exact for servers whose episodes
-are a function of (spec, replies), as wander's are.
+An episode copied with `Episode.fork` or `copy.deepcopy` (GRPO's one-decision-per-sample rollout branches episodes
+that way) gets its own session lazily, on its next step, by replaying the same spec and replies: exact for servers
+whose episodes are a function of (spec, replies), as wander's are.
 """
 
 from __future__ import annotations

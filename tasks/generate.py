@@ -25,7 +25,7 @@ from tasks.tracking import log_artifact, write_stage_metrics
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
-SPEC_COLUMNS = ["seed", "random_move_prob", "stratum", "model_starts"]
+SPEC_COLUMNS = ["seed", "random_move_prob", "stratum", "model_starts", "start_moves"]
 SPLITS = ("train", "eval", "test")
 
 

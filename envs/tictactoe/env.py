@@ -13,6 +13,7 @@ from envs.parser import XMLParser
 from envs.policies.base import Message, Policy
 from envs.rubric import Rubric
 from envs.tictactoe.board import (
+    EMPTY_BOARD,
     OPTIMAL_MOVES,
     STATES,
     legal_moves,
@@ -39,6 +40,19 @@ SPLIT_SEED_RANGES = {
 def model_starts(seed: int) -> bool:
     """Whether the model moves first (plays X): decided by the episode seed alone."""
     return splitmix64(seed ^ 0x5DEECE66D) >> 63 == 1
+
+
+def midgame_moves(seed: int) -> list[int]:
+    """1-6 random plies from the empty board, drawn from the seed, stopping before any move that ends the game."""
+    rng = random.Random(splitmix64(seed ^ 0x3C6EF372))
+    board, moves = EMPTY_BOARD, []
+    for ply in range(rng.randint(1, 6)):
+        cell = rng.choice(legal_moves(board))
+        after = board[:cell] + "XO"[ply % 2] + board[cell + 1 :]
+        if winner(after) is not None or "." not in after:
+            break
+        board, moves = after, [*moves, cell]
+    return moves
 
 
 class TicTacToeEnv(Environment):
@@ -75,7 +89,21 @@ class TicTacToeEnv(Environment):
         low, high = self.config.random_move_prob
         width = (high - low) / groups
         p = round(low + (stratum + (h >> 11) / 2**53) * width, 6)
-        return {"seed": seed, "random_move_prob": p, "stratum": stratum, "model_starts": model_starts(seed)}
+        return {
+            "seed": seed,
+            "random_move_prob": p,
+            "stratum": stratum,
+            "model_starts": model_starts(seed),
+            "start_moves": [],
+        }
+
+    def train_spec(self, seed: int, stratum: int) -> dict:
+        """A train-split spec: with probability `midgame_starts` (from the seed) it starts mid-game."""
+        spec = self.make_spec(seed, stratum)
+        if splitmix64(seed ^ 0x1B873593) / 2**64 < self.config.midgame_starts:
+            moves = midgame_moves(seed)
+            spec.update(start_moves=moves, model_starts=len(moves) % 2 == 0)
+        return spec
 
     def split_specs(self, split: str) -> list[dict]:
         """The specs of a split: unique seeds from the split seed (or `specs_dir`), strata round-robin."""
@@ -90,13 +118,16 @@ class TicTacToeEnv(Environment):
                 raise ValueError(
                     f"{path} has strata outside 0..{self.config.num_groups - 1} (num_groups differs)"
                 )
-            return [self.make_spec(int(r["seed"]), stratum=int(r["stratum"])) for r in rows]
+            return [self._split_spec(split, int(r["seed"]), int(r["stratum"])) for r in rows]
         size = {"train": self.config.num_train, "eval": self.config.num_eval, "test": self.config.num_test}[
             split
         ]
         low, high = SPLIT_SEED_RANGES[split]
         seeds = random.Random(f"{self.config.seed}:{split}").sample(range(low, high), size)
-        return [self.make_spec(s, stratum=i % self.config.num_groups) for i, s in enumerate(seeds)]
+        return [self._split_spec(split, s, i % self.config.num_groups) for i, s in enumerate(seeds)]
+
+    def _split_spec(self, split: str, seed: int, stratum: int) -> dict:
+        return self.train_spec(seed, stratum) if split == "train" else self.make_spec(seed, stratum)
 
     def get_dataset(self, split: str = "train"):
         """A `datasets.Dataset` of episode specs, built on first use."""
@@ -120,13 +151,16 @@ class TicTacToeEnv(Environment):
     # ----- episodes -----
 
     def setup_state(self, spec: dict) -> dict:
-        """Fresh board; the opponent moves first when the model does not start."""
+        """Fresh board (or the spec's mid-game start); the opponent moves first when the model does not start."""
+        board = EMPTY_BOARD
+        for ply, cell in enumerate(spec.get("start_moves") or ()):
+            board = board[:cell] + "XO"[ply % 2] + board[cell + 1 :]
         first = bool(spec["model_starts"])
         state = {
             "seed": int(spec["seed"]),
             "random_move_prob": float(spec["random_move_prob"]),
-            "mark": "X" if first else "O",
-            "board": "." * 9,
+            "mark": to_move(board) if board != EMPTY_BOARD else ("X" if first else "O"),
+            "board": board,
             "invalid": 0,
             "model_moves": 0,
             "optimal": 0,
@@ -134,13 +168,15 @@ class TicTacToeEnv(Environment):
             "opening": None,
             "forced_replies": list(spec.get("forced_replies", ())),
         }
-        if not first:
+        if board == EMPTY_BOARD and not first:
             state["opening"] = self._opponent_plays(state)
         return state
 
     def initial_messages(self, spec: dict, state: dict) -> list[Message]:
         """System rules and the first board."""
-        if state["opening"] is None:
+        if spec.get("start_moves"):  # mid-game: the opponent made the last move
+            status = self.status["opponent"].format(cell=spec["start_moves"][-1], mark=state["mark"])
+        elif state["opening"] is None:
             status = self.status["start"].format(mark=state["mark"])
         else:
             status = self.status["start_second"].format(mark=state["mark"], cell=state["opening"])

@@ -43,6 +43,12 @@ class TicTacToeConfig:
     seed: int = 0
     """Split seed: decides every episode seed and opponent skill of the splits."""
 
+    midgame_starts: float = 0.0
+    """Share of train-split episodes that start from a mid-game position instead of the empty board: 1-6 random
+    plies drawn from the episode seed (never a finished game); the model plays the side to move. Teacher games and
+    GRPO then reach positions that good play from the empty board rarely does (an opponent's blunder, a missed
+    win). Eval and test episodes always start from the empty board."""
+
     specs_dir: str | None = None
     """Folder of `<split>.jsonl` episode specs (as the pipeline's generate stage writes them). When set, each
     split's seeds and strata come from there (the sizes and seed above are unused), and the opponent's skill is drawn
@@ -69,6 +75,8 @@ class TicTacToeConfig:
             raise ValueError(f"history must be 'full' or 'current', got {self.history!r}")
         if self.max_turns < 1 or self.num_groups < 1:
             raise ValueError("max_turns and num_groups must be at least 1")
+        if not 0.0 <= self.midgame_starts <= 1.0:
+            raise ValueError(f"midgame_starts must be a share within [0, 1], got {self.midgame_starts}")
         if min(self.num_train, self.num_eval, self.num_test) < 0:
             raise ValueError("split sizes must not be negative")
 

@@ -26,7 +26,7 @@ def test_splits_are_sized_balanced_disjoint_and_validated(shared_params: dict, g
     assert len(seeds) == len(set(seeds))
     groups = shared_params["env"]["num_groups"]
     for split, rows in splits.items():
-        assert set(rows[0]) == {"seed", "random_move_prob", "stratum", "model_starts"}
+        assert set(rows[0]) == {"seed", "random_move_prob", "stratum", "model_starts", "start_moves"}
         counts = [sum(r["stratum"] == g for r in rows) for g in range(groups)]
         assert max(counts) - min(counts) <= 1, split
         # Stratum g covers the g-th quarter of the skill range.

@@ -4,8 +4,9 @@ import pytest
 
 from envs import Reply, load_environment
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
+from envs.tictactoe.board import to_move, winner
 from envs.tictactoe.players import scripted_player
-from envs.tictactoe.render import parse_board, render_board
+from envs.tictactoe.render import parse_board, render_board, user_message
 
 
 def perfect_opponent_env(**kw):
@@ -195,3 +196,21 @@ def test_a_fork_plays_on_without_touching_the_episode_it_came_from():
     assert (episode.messages, episode.state, episode.state["forced_replies"]) == before
     env.advance(episode, Reply("<move>0</move>"))  # the original still plays the same move the same way
     assert episode.messages == fork.messages and episode.state == fork.state
+
+
+def test_midgame_starts_only_in_train_and_from_a_live_position():
+    env = load_environment("tictactoe", midgame_starts=0.25, num_train=800)
+    train = env.get_dataset("train").to_list()
+    midgame = [s for s in train if s["start_moves"]]
+    assert 150 <= len(midgame) <= 250  # a quarter of 800, from the seeds
+    assert not any(s["start_moves"] for split in ("eval", "test") for s in env.get_dataset(split).to_list())
+    assert not any(s["start_moves"] for s in load_environment("tictactoe").get_dataset("train").to_list())
+    for spec in midgame:
+        episode = env.start(spec)
+        board = episode.state["board"]
+        assert board.count(".") == 9 - len(spec["start_moves"]) and winner(board) is None
+        assert episode.state["mark"] == ("X" if spec["model_starts"] else "O") == to_move(board)
+        assert episode.messages[-1]["content"] == user_message(episode.state["mark"], board, "board")
+    # The same seed starts from the same position (synthesis, curation's replay and GRPO agree).
+    again = load_environment("tictactoe", midgame_starts=0.25, num_train=800).get_dataset("train").to_list()
+    assert again == train

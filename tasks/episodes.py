@@ -1,0 +1,55 @@
+"""Where a stage plays its episodes: here, or on the environment server at `env.url`.
+
+Each stage that plays episodes (synthesize, grpo, evaluate, and register's replay of the champion) builds the
+params' environment here as it always did, then plays in `episode_env(params.env, env)`. With `env.url: null` that
+is the local env itself. With a URL it is `load_environment("openenv:<url>", local=env)`: episodes are stepped on
+the server, from the full specs this side sends, and scored with this side's rubric weights, so they are the local
+episodes byte for byte. What is not episode stepping stays local: the specs, exact evaluation and learning curves
+(the solver forces replies into local state), curation's replays, the tokenizer corpus, the report's boards.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from urllib.parse import urlsplit
+
+from envs import Environment, load_environment
+from envs.policies.openai_policy_config import redact_url
+from tasks.sections import Env
+from tasks.validation import InputError
+
+logger = logging.getLogger(__name__)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def episode_env(section: Env, local: Environment) -> Environment:
+    """The env a stage plays episodes in: `local`, or with `env.url` set, `local` served there (checked)."""
+    if section.url is None:
+        return local
+    from envs.remote.client import RemoteError  # lazy: local runs need no OpenEnv client
+
+    shown = redact_url(section.url)
+    try:
+        served = load_environment(f"openenv:{section.url}", local=local)
+    except (RemoteError, ValueError) as exc:  # no server, not a wander one, another game, or not JSON
+        raise InputError(
+            f"env.url: {redact_url(str(exc))}\nstart the env section's environment there with\n"
+            f"  {serve_command(section)}\nor set env.url: null to play the episodes here"
+        ) from None
+    logger.info("episodes of %s play on the server at %s", local.name, shown)
+    return served
+
+
+def serve_command(section: Env) -> str:
+    """The `wander env serve` command that serves the env section's environment at `env.url`'s port."""
+    parts = urlsplit(section.url or "http://127.0.0.1:8000")
+    words = ["wander", "env", "serve", section.name]
+    for key, value in section.settings().items():  # right after the name: argparse reads them before options
+        text = value if isinstance(value, str) else json.dumps(value)  # a tuple as a YAML flow list
+        words.append(f"{key}={text}")
+    if parts.hostname not in LOOPBACK:
+        words += ["--host", "0.0.0.0"]  # reachable from the machine that runs the stages
+    words += ["--port", str(parts.port or (443 if parts.scheme == "https" else 80))]
+    return shlex.join(words)

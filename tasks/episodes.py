@@ -24,26 +24,36 @@ logger = logging.getLogger(__name__)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def episode_env(section: Env, local: Environment) -> Environment:
-    """The env a stage plays episodes in: `local`, or with `env.url` set, `local` served there (checked)."""
+def episode_env(section: Env, local: Environment, live: int = 1) -> Environment:
+    """The env a stage plays episodes in: `local`, or with `env.url` set, `local` served there, checked to play
+    the same game with room for the `live` episodes the stage keeps open at once (one session each)."""
     if section.url is None:
         return local
     from envs.remote.client import RemoteError  # lazy: local runs need no OpenEnv client
 
-    shown = redact_url(section.url)
+    shown, command = redact_url(section.url), serve_command(section, live)
     try:
         served = load_environment(f"openenv:{section.url}", local=local)
     except (RemoteError, ValueError) as exc:  # no server, not a wander one, another game, or not JSON
         raise InputError(
-            f"env.url: {redact_url(str(exc))}\nstart the env section's environment there with\n"
-            f"  {serve_command(section)}\nor set env.url: null to play the episodes here"
+            f"env.url: {redact_url(str(exc))}\nstart the env section's environment there with\n  {command}\n"
+            "or set env.url: null to play the episodes here"
         ) from None
+    capacity = served.info.get("max_sessions")
+    if capacity is not None and live > capacity:
+        raise InputError(
+            f"env.url: this stage plays {live} episodes at once, one session each, but the server at {shown} "
+            f"takes at most {capacity} sessions; restart it with\n  {command}"
+        )
     logger.info("episodes of %s play on the server at %s", local.name, shown)
     return served
 
 
-def serve_command(section: Env) -> str:
-    """The `wander env serve` command that serves the env section's environment at `env.url`'s port."""
+def serve_command(section: Env, live: int = 1) -> str:
+    """The `wander env serve` command that serves the env section's environment at `env.url`'s port, with room
+    for `live` sessions."""
+    from envs.remote.server import MAX_SESSIONS
+
     parts = urlsplit(section.url or "http://127.0.0.1:8000")
     words = ["wander", "env", "serve", section.name]
     for key, value in section.settings().items():  # right after the name: argparse reads them before options
@@ -52,4 +62,6 @@ def serve_command(section: Env) -> str:
     if parts.hostname not in LOOPBACK:
         words += ["--host", "0.0.0.0"]  # reachable from the machine that runs the stages
     words += ["--port", str(parts.port or (443 if parts.scheme == "https" else 80))]
+    if live > MAX_SESSIONS:
+        words += ["--max-sessions", str(live)]
     return shlex.join(words)

@@ -46,7 +46,10 @@ def run(params: Params, stage: str) -> dict:
     if not start_model.is_dir():
         raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")
     # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.
-    env = episode_env(params.env, load_environment(**params.env.kwargs(), specs_dir=layout.datasets))
+    env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
+    # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
+    batch, group = stages[stage].batch_size, stages[stage].num_generations or config.num_generations
+    env = episode_env(params.env, env, live=batch + batch // group)
     args = trainer_args(GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1)
     index = list(stages).index(stage)
     curriculum = Curriculum(list(stages.values()))

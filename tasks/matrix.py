@@ -254,8 +254,8 @@ def run_matrix(
     built = dict(built or {})
     section = env if isinstance(env, Env) else Env.model_validate(dict(env or {"name": "tictactoe"}))
     local = load_environment(**section.kwargs())
-    play = episode_env(section, local)
     specs = suite_specs(local, config.opponents, config.games, config.seed)
+    play = episode_env(section, local, live=len(specs))  # a row's games are all live together
     result = MatrixResult(
         rows=[],
         episodes={},

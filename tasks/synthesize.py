@@ -153,7 +153,7 @@ def run(params: Params) -> dict:
     config = params.synthesize
     start = time.monotonic()
     specs = load_specs(params)
-    env = episode_env(params.env, load_environment(**params.env.kwargs()))
+    env = episode_env(params.env, load_environment(**params.env.kwargs()), live=config.batch_size)
     journal = Journal(journal_path(params))
     wanted = {spec["seed"]: spec for spec in specs}
     # A journaled episode counts only if it was played from the very same spec.

@@ -115,7 +115,7 @@ class RemoteSession:
         try:
             result = self.env.loop.run(call(), self.env.timeout_s + 5)
         except Exception as exc:  # noqa: BLE001 - the server's error frame or a dropped connection
-            raise RemoteError(f"{self.env.shown_url}: {exc}") from exc
+            raise RemoteError(f"{self.env.shown_url}: {redact_url(str(exc))}") from exc
         return {"observation": result.observation, "reward": result.reward, "done": result.done}
 
     def __deepcopy__(self, memo: dict) -> RemoteSession:
@@ -313,7 +313,7 @@ class RemoteEnvironment(Environment):
         try:
             response = httpx.request(method, self.url + path, json=body, timeout=self.timeout_s)
         except httpx.HTTPError as exc:
-            raise RemoteError(f"no OpenEnv server at {self.shown_url}: {exc}") from exc
+            raise RemoteError(f"no OpenEnv server at {self.shown_url}: {redact_url(str(exc))}") from exc
         if response.status_code in (404, 405, 501):
             return None
         if response.status_code >= 400:

@@ -273,8 +273,8 @@ def create_env_app(
 
     @app.get("/wander/info", tags=["Environment Info"])
     def wander_info() -> dict[str, Any]:
-        """What a wander client needs beyond OpenEnv: rubric names and weights, turn limit, history mode, and the
-        env's settings (its config dataclass; null when it has none), so a client can check it plays its own."""
+        """What a wander client needs beyond OpenEnv: rubric names and weights, turn limit, history mode, the env's
+        settings (its config dataclass; null without one), so a client can check it plays its own, and capacity."""
         return {
             "name": env.name,
             "rubric": env.rubric.names,
@@ -282,6 +282,7 @@ def create_env_app(
             "max_turns": env.max_turns,
             "full_history": env.full_history,
             "settings": settings,
+            "max_sessions": max_sessions,
         }
 
     app.add_exception_handler(RequestError, _request_error)

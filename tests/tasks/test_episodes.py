@@ -52,6 +52,16 @@ def test_a_server_of_other_settings_is_refused_and_a_matching_one_is_used():
         assert isinstance(served, ServedEnvironment)
 
 
+def test_a_server_without_room_for_the_stages_live_episodes_is_refused_with_the_capacity_to_serve():
+    with serve_env_in_thread(load_environment("tictactoe"), max_sessions=8) as url:
+        env = section(url=url)
+        assert isinstance(episode_env(env, load_environment("tictactoe"), live=8), ServedEnvironment)
+        with pytest.raises(InputError) as found:
+            episode_env(env, load_environment("tictactoe"), live=300)
+    assert "plays 300 episodes at once, one session each, but the server at" in str(found.value)
+    assert "takes at most 8 sessions" in str(found.value) and "--max-sessions 300" in str(found.value)
+
+
 def test_serve_command_binds_every_interface_for_a_remote_host():
     assert serve_command(section(url="http://10.0.0.5:8100/")) == (
         "wander env serve tictactoe rendering=board max_turns=8 --host 0.0.0.0 --port 8100"

@@ -266,7 +266,7 @@ def run_matrix(
     )
     for name, spec in config.policies.items():
         try:
-            _play_policy_row(result, (play, local), specs, config, name, built.get(name) or spec)
+            _play_policy_row(result, play, local, specs, config, name, built.get(name) or spec)
         except Exception as exc:
             if not result.rows:
                 raise  # nothing finished: nothing to keep
@@ -278,15 +278,15 @@ def run_matrix(
 
 def _play_policy_row(
     result: MatrixResult,
-    envs: tuple[Environment, TicTacToeEnv],
+    play: Environment,
+    local: TicTacToeEnv,
     specs: list[dict],
     config: EvaluateConfig,
     name: str,
     spec: str | Policy,
 ) -> None:
-    """Play one policy row of the matrix in `envs[0]` (exact results in the local `envs[1]`) and add its episodes,
-    cells and timings to `result`."""
-    play, local = envs
+    """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
+    timings to `result`."""
     policy = (
         make_policy(
             spec,

@@ -19,18 +19,20 @@ from tasks import tracking
 from tasks.curves import read_curves
 from tasks.matrix import RATES, MatrixInterrupted, MatrixResult, run_matrix
 from tasks.report import OUTPUTS, headline_metrics, write_report
-from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig, Params
+from tasks.sections import DEFAULT_OPPONENTS, Env, EvaluateConfig, Params
 
 logger = logging.getLogger(__name__)
 
 
 def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
     """The stage: the matrix in the params' env, every output written under `evaluate.out_dir`; headline metrics."""
-    return headline_metrics(evaluate(params.evaluate, built, params.env.kwargs()), params.evaluate.baseline)
+    return headline_metrics(evaluate(params.evaluate, built, params.env), params.evaluate.baseline)
 
 
 def evaluate(
-    config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
+    config: EvaluateConfig,
+    built: Mapping[str, Policy] | None = None,
+    env: Env | Mapping[str, Any] | None = None,
 ) -> MatrixResult:
     """The matrix with its outputs written and, when an MLflow run is active, logged; `built`: ready policies.
 

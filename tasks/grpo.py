@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tasks.atomic import atomic_dir, write_json
 from tasks.curves import CURVE_FILE, curve_points
+from tasks.episodes import episode_env
 from tasks.fingerprint import fingerprint
 from tasks.sections import Params
 from tasks.sft import trainer_args
@@ -46,6 +47,9 @@ def run(params: Params, stage: str) -> dict:
         raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")
     # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.
     env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
+    # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
+    batch, group = stages[stage].batch_size, stages[stage].num_generations or config.num_generations
+    env = episode_env(params.env, env, live=batch + batch // group)
     args = trainer_args(GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1)
     index = list(stages).index(stage)
     curriculum = Curriculum(list(stages.values()))
@@ -54,7 +58,8 @@ def run(params: Params, stage: str) -> dict:
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
         curve_env = load_environment(**params.env.kwargs())
         trainer.add_callback(LearningCurveCallback(curve_env, trainer, config.curve_every))
-    inputs = (config, params.env, stage)  # the env and the episode specs decide the episodes too
+    # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
+    inputs = (config, params.env.model_dump(mode="json", exclude={"url"}), stage)
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
     out = Path(layout.models) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:

@@ -16,14 +16,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from envs import Episode, Policy, load_environment
+from envs import Environment, Episode, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
 from envs.stats import mean_ci, wilson_interval
 from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
 from envs.tictactoe.exact import exact_both_sides, memoized
 from envs.tictactoe.players import RandomPlayer, opponent_skill
-from tasks.sections import EvaluateConfig
+from tasks.episodes import episode_env
+from tasks.sections import Env, EvaluateConfig
 
 logger = logging.getLogger(__name__)
 SIDES = ("first", "second")
@@ -241,15 +242,20 @@ def exact_lines(result: MatrixResult) -> list[str]:
 
 
 def run_matrix(
-    config: EvaluateConfig, built: Mapping[str, Policy] | None = None, env: Mapping[str, Any] | None = None
+    config: EvaluateConfig,
+    built: Mapping[str, Policy] | None = None,
+    env: Env | Mapping[str, Any] | None = None,
 ) -> MatrixResult:
     """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name.
 
-    `env`: `load_environment` kwargs (the params' `env` section: board text, turn limit); default: tictactoe's own.
+    `env`: the params' `env` section (board text, turn limit, and `url`: where the games are played) or its
+    `load_environment` kwargs; default: tictactoe's own. Exact results are always computed here.
     """
     built = dict(built or {})
-    env = load_environment(**(env or {"name": "tictactoe"}))
-    specs = suite_specs(env, config.opponents, config.games, config.seed)
+    section = env if isinstance(env, Env) else Env.model_validate(dict(env or {"name": "tictactoe"}))
+    local = load_environment(**section.kwargs())
+    specs = suite_specs(local, config.opponents, config.games, config.seed)
+    play = episode_env(section, local, live=len(specs))  # a row's games are all live together
     result = MatrixResult(
         rows=[],
         episodes={},
@@ -260,7 +266,7 @@ def run_matrix(
     )
     for name, spec in config.policies.items():
         try:
-            _play_policy_row(result, env, specs, config, name, built.get(name) or spec)
+            _play_policy_row(result, play, local, specs, config, name, built.get(name) or spec)
         except Exception as exc:
             if not result.rows:
                 raise  # nothing finished: nothing to keep
@@ -272,13 +278,15 @@ def run_matrix(
 
 def _play_policy_row(
     result: MatrixResult,
-    env: TicTacToeEnv,
+    play: Environment,
+    local: TicTacToeEnv,
     specs: list[dict],
     config: EvaluateConfig,
     name: str,
     spec: str | Policy,
 ) -> None:
-    """Play one policy row of the matrix and add its episodes, cells and timings to `result`."""
+    """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
+    timings to `result`."""
     policy = (
         make_policy(
             spec,
@@ -292,7 +300,7 @@ def _play_policy_row(
     )
     decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
     start = time.perf_counter()
-    episodes = play_row(env, name, policy, specs, config.max_batch_size, config.progress)
+    episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
     result.seconds[name] = seconds = time.perf_counter() - start
     logger.info(  # one progress line per row: a long matrix shows life without a bar
         "%s: %d games in %.1f s (%.1f games/s)",
@@ -302,7 +310,7 @@ def _play_policy_row(
         len(episodes) / max(seconds, 1e-9),
     )
     if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
-        result.exact[name] = exact_row(env, policy, config.opponents)
+        result.exact[name] = exact_row(local, policy, config.opponents)
     del policy  # a local model's memory goes before the next row loads
     result.episodes[name] = episodes
     for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):

@@ -21,7 +21,7 @@ import yaml
 
 from tasks.compare import WORSE, compare, conclusion, is_better
 from tasks.matrix import pooled, run_matrix
-from tasks.sections import EvaluateConfig, Params, Register
+from tasks.sections import Env, EvaluateConfig, Params, Register
 from tasks.tracking import write_metrics
 
 log = logging.getLogger("register")
@@ -58,7 +58,7 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
 
 
 def champion_rows(
-    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: dict | None = None
+    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: Env | dict | None = None
 ) -> list[dict] | None:
     """The current champion replayed on the candidate's frozen suite, or None without a champion."""
     import mlflow
@@ -138,7 +138,7 @@ def run(params: Params) -> dict:
         **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
     }
     client = mlflow.MlflowClient()
-    champion = champion_rows(client, config, rows, eval_dir, params.env.kwargs())  # the candidate's env
+    champion = champion_rows(client, config, rows, eval_dir, params.env)  # the candidate's env
 
     info = mlflow.pyfunc.log_model(
         name="model",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import warnings
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as checked
 
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
+from envs.policies.openai_policy_config import OpenAIPolicyConfig, redact_url
 from envs.policies.scratch_model_config import ScratchModelConfig
 from envs.tictactoe.players import opponent_skill
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
@@ -93,9 +94,21 @@ class Env(Section):
 
     name: str = "tictactoe"
     """Registered env name or import path of a module with `load_environment(**kwargs)`."""
+    url: str | None = None
+    """`wander env serve` base URL where synthesize, grpo and evaluate play episodes; null plays them here."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        # The client reads the server's info over HTTP and opens its WebSocket sessions from the same base URL.
+        if value is not None and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", value):
+            raise ValueError(
+                f"must be a `wander env serve` base URL (http://host:port), got {redact_url(value)!r}"
+            )
+        return value
 
     def settings(self) -> dict[str, Any]:
-        """The env's own settings (every key but `name`)."""
+        """The env's own settings (every key but `name` and `url`)."""
         return dict(self.model_extra or {})
 
     def kwargs(self) -> dict[str, Any]:

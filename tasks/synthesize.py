@@ -30,6 +30,7 @@ from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
 from envs.policies.openai_server import serve_in_thread
 from envs.tictactoe.teacher import teacher_app
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
+from tasks.episodes import episode_env
 from tasks.fingerprint import digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
@@ -152,7 +153,7 @@ def run(params: Params) -> dict:
     config = params.synthesize
     start = time.monotonic()
     specs = load_specs(params)
-    env = load_environment(**params.env.kwargs())
+    env = episode_env(params.env, load_environment(**params.env.kwargs()), live=config.batch_size)
     journal = Journal(journal_path(params))
     wanted = {spec["seed"]: spec for spec in specs}
     # A journaled episode counts only if it was played from the very same spec.

@@ -32,6 +32,7 @@ from openenv.core.generic_client import GenericEnvClient
 from envs.environment import Environment
 from envs.episode import Episode
 from envs.policies.base import Message, Reply
+from envs.policies.openai_policy_config import redact_url
 from envs.rubric import Rubric
 
 PREFIX = "openenv:"
@@ -114,7 +115,7 @@ class RemoteSession:
         try:
             result = self.env.loop.run(call(), self.env.timeout_s + 5)
         except Exception as exc:  # noqa: BLE001 - the server's error frame or a dropped connection
-            raise RemoteError(f"{self.env.url}: {exc}") from exc
+            raise RemoteError(f"{self.env.shown_url}: {redact_url(str(exc))}") from exc
         return {"observation": result.observation, "reward": result.reward, "done": result.done}
 
     def __deepcopy__(self, memo: dict) -> RemoteSession:
@@ -140,10 +141,12 @@ class RemoteEnvironment(Environment):
         timeout_s: float = 60.0,
     ):
         self.url = url.removeprefix(PREFIX).rstrip("/")
+        self.shown_url = redact_url(self.url)  # what errors say: credentials in the URL never reach a log
         self.timeout_s = timeout_s
         self.loop = _Loop()
         info = self._get("/wander/info")  # only wander servers answer it
         self.wander = info is not None
+        self.info: dict[str, Any] = info or {}
         names = metrics if metrics is not None else (info or {}).get("rubric", [])
         rubric = Rubric()
         for name in names:
@@ -214,13 +217,17 @@ class RemoteEnvironment(Environment):
         try:
             payload = episode.state["session"].step({self.action_field: reply.content})
         except RemoteError as exc:
-            episode.error = f"remote step: {exc}"
-            episode.done = episode.state["done"] = True
+            self._step_failed(episode, exc)
             return
         episode.messages.extend(self._messages(payload["observation"], opening=False))
         self._absorb(episode, payload)
         if not self.wander and episode.state["turn"] >= self.max_turns:
             episode.done = True  # the server's own turn limit governs wander servers
+
+    def _step_failed(self, episode: Episode, exc: RemoteError) -> None:
+        """A step the server refused or never answered: the episode ends errored (no reward)."""
+        episode.error = f"remote step: {exc}"
+        episode.done = episode.state["done"] = True
 
     def observation(self, episode: Episode) -> list[Message]:
         """What the server says the policy reads next (wander), else the whole conversation."""
@@ -286,7 +293,7 @@ class RemoteEnvironment(Environment):
         fields = [k for k, v in action.get("properties", {}).items() if v.get("type") == "string"]
         if len(fields) != 1:
             raise ValueError(
-                f"{self.url}: cannot tell which action field holds the model's reply (string fields: {fields}); "
+                f"{self.shown_url}: cannot tell which action field holds the model's reply (string fields: {fields}); "
                 "pass action_field="
             )
         return fields[0]
@@ -306,11 +313,13 @@ class RemoteEnvironment(Environment):
         try:
             response = httpx.request(method, self.url + path, json=body, timeout=self.timeout_s)
         except httpx.HTTPError as exc:
-            raise RemoteError(f"no OpenEnv server at {self.url}: {exc}") from exc
+            raise RemoteError(f"no OpenEnv server at {self.shown_url}: {redact_url(str(exc))}") from exc
         if response.status_code in (404, 405, 501):
             return None
         if response.status_code >= 400:
-            raise RemoteError(f"{method} {self.url}{path}: {response.status_code} {response.text[:300]}")
+            raise RemoteError(
+                f"{method} {self.shown_url}{path}: {response.status_code} {response.text[:300]}"
+            )
         return response.json()
 
 
@@ -323,5 +332,10 @@ def _server_value(name: str) -> Any:
 
 
 def load_remote(url: str, **kwargs: Any) -> RemoteEnvironment:
-    """`openenv:http://host:port` (or a bare URL) as a wander environment."""
+    """`openenv:http://host:port` (or a bare URL) as a wander environment; with `local=env`, that local
+    environment with its episodes played on the server (`envs.remote.served.ServedEnvironment`)."""
+    if "local" in kwargs:
+        from envs.remote.served import ServedEnvironment
+
+        return ServedEnvironment(url, **kwargs)
     return RemoteEnvironment(url, **kwargs)

@@ -12,6 +12,7 @@ object is shared by every session; its episode methods keep all per-episode stat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 from collections.abc import Iterator
@@ -267,15 +268,21 @@ def create_env_app(
     )
     app.title = f"wander environment {env.name!r} (OpenEnv)"
 
+    config = getattr(env, "config", None)
+    settings = _json_safe(dataclasses.asdict(config)) if dataclasses.is_dataclass(config) else None
+
     @app.get("/wander/info", tags=["Environment Info"])
     def wander_info() -> dict[str, Any]:
-        """What a wander client needs beyond OpenEnv: rubric names and weights, turn limit, history mode."""
+        """What a wander client needs beyond OpenEnv: rubric names and weights, turn limit, history mode, the env's
+        settings (its config dataclass; null without one), so a client can check it plays its own, and capacity."""
         return {
             "name": env.name,
             "rubric": env.rubric.names,
             "weights": list(env.rubric.weights),
             "max_turns": env.max_turns,
             "full_history": env.full_history,
+            "settings": settings,
+            "max_sessions": max_sessions,
         }
 
     app.add_exception_handler(RequestError, _request_error)

@@ -58,6 +58,10 @@ def midgame_moves(seed: int) -> list[int]:
 class TicTacToeEnv(Environment):
     """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
 
+    # The settings that decide how an episode plays out from its spec and replies. The others choose the specs
+    # (splits, opponent range, strata) or weight the rubric: a client of a served copy does those on its side.
+    episode_settings = ("rendering", "reply_format", "history", "max_turns")
+
     def __init__(self, config: TicTacToeConfig):
         self.config = config
         parser = XMLParser(("think", "move"), answer_field="move")

@@ -54,6 +54,9 @@ class Curriculum:
             changes["random_move_prob"] = stage.random_move_prob
         if not changes:
             return env
+        rebuild = getattr(env, "with_settings", None)
+        if rebuild is not None:  # an env that is more than its config (one served elsewhere) rebuilds itself
+            return rebuild(**changes)
         config = getattr(env, "config", None)
         if config is None or not dataclasses.is_dataclass(config):
             raise TypeError(

@@ -81,6 +81,78 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
 
 
 @pytest.mark.slow
+def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_the_local_results(
+    project, tmp_path
+):
+    """The flow's run again with `env.url` set: the same episodes, weights and matrix, played on a server."""
+    import shlex
+    import shutil
+    import time
+    import urllib.request
+
+    from tasks.episodes import serve_command
+    from tasks.params import load_params
+
+    root, _ = project
+    url = f"http://127.0.0.1:{free_port()}"
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["env"]["url"] = url
+    # Outputs go to a folder of their own (the other tests keep the flow's); inputs are the flow's.
+    out = tmp_path / "remote"
+    for key in ("episodes", "models", "metrics", "details", "eval", "work"):
+        params["layout"][key] = str(out / key)
+    shutil.copytree(root / "data/models/sft", out / "models/sft")
+    for stage in params["grpo"]["stages"]:
+        params["evaluate"]["policies"][f"grpo-{stage}"] = str(out / "models" / f"grpo-{stage}")
+    params["evaluate"]["out_dir"] = str(out / "eval")
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+
+    # The server the stages' error message says to start, as a separate process.
+    command = shlex.split(serve_command(load_params(params_file).env))
+    server_log = tmp_path / "server.log"
+    log = open(server_log, "w")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / command[0]), *command[1:]],
+        cwd=root,
+        env=project_env(root),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "wander env serve did not start"
+                time.sleep(0.5)
+        sessions = {}  # stage -> episode sessions the server accepted while it ran
+        grpo = [["grpo", "--stage", stage] for stage in params["grpo"]["stages"]]
+        for stage, *options in [["synthesize"], *grpo, ["evaluate"]]:
+            before = server_log.read_text().count('"WebSocket /ws" [accepted]')
+            args = ["-m", f"tasks.{stage}", *options, "--params", str(params_file), "--no-mlflow"]
+            assert "episodes of tictactoe play on the server at" in sh([sys.executable, *args], root)
+            sessions[" ".join([stage, *options])] = (
+                server_log.read_text().count('"WebSocket /ws" [accepted]') - before
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+    assert (out / "episodes/episodes.jsonl").read_bytes() == (root / "data/synth/episodes.jsonl").read_bytes()
+    for stage in params["grpo"]["stages"]:
+        model = f"grpo-{stage}/model.safetensors"
+        assert (out / "models" / model).read_bytes() == (root / "data/models" / model).read_bytes(), stage
+    assert (out / "eval/matrix.csv").read_text() == (root / "data/eval/matrix.csv").read_text()
+    # One session per teacher game and per matrix game (7 rows x 5 opponents x 2 sides x 2 games); GRPO's branches.
+    assert sessions["synthesize"] == 48 and sessions["evaluate"] == 140, sessions
+    assert all(n > 0 for n in sessions.values()), sessions
+
+
+@pytest.mark.slow
 def test_dvc_repro_then_does_nothing_and_an_eval_param_reruns_only_evaluate_and_register(project):
     root, _ = project
     assert "Data and pipelines are up to date." in sh(["dvc", "repro"], root)

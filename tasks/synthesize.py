@@ -187,9 +187,11 @@ def run(params: Params) -> dict:
                         _add_stats(stats, policy.stats)
                     records = [ep.to_dict() for ep in episodes]
                     journal.append(records)
+                    before = len(resumed) + len(played)
                     played.update((r["seed"], r) for r in records)
                     done = len(resumed) + len(played)
-                    _progress(done, len(specs), len(played), time.monotonic() - play_start, stats)
+                    seconds = time.monotonic() - play_start
+                    _progress(before, done, len(specs), len(played), seconds, stats)
             except Exception:
                 logger.error(
                     "stopped: %d of %d episodes are journaled in %s; a rerun resumes from there",
@@ -239,17 +241,19 @@ def _add_stats(total: PolicyStats, part: PolicyStats) -> None:
         setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
 
 
-def _progress(done: int, total: int, played: int, seconds: float, stats: PolicyStats) -> None:
+def _progress(before: int, done: int, total: int, played: int, seconds: float, stats: PolicyStats) -> None:
+    # A log line per tenth of the run (a screen for thousands of episodes); MLflow gets every batch.
     rate = played / seconds if seconds > 0 else 0.0
-    logger.info(
-        "%d/%d episodes (%.0f%%), %.1f episodes/s, %d requests, %d retries",
-        done,
-        total,
-        100 * done / total,
-        rate,
-        stats.requests,
-        stats.retries,
-    )
+    if 10 * before // total != 10 * done // total or done == total:
+        logger.info(
+            "%d/%d episodes (%.0f%%), %.1f episodes/s, %d requests, %d retries",
+            done,
+            total,
+            100 * done / total,
+            rate,
+            stats.requests,
+            stats.retries,
+        )
     log_metrics({"episodes_done": done, "episodes_per_second": rate}, step=done)
 
 
@@ -286,7 +290,8 @@ def episode_expectations(expected_rows: int) -> list:
         g.ExpectColumnValuesToBeUnique(column="seed", description="no episode played twice"),
         g.ExpectColumnValuesToNotBeNull(column="seed"),
         g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
-        g.ExpectColumnValuesToBeBetween(column="messages", min_value=3),
+        # A user turn and the reply, at least: a mid-game start (env midgame_starts) can end on its first move.
+        g.ExpectColumnValuesToBeBetween(column="messages", min_value=2),
     ]
 
 

@@ -239,15 +239,19 @@ def synthesize_output(params: dict, root: Path, *extra: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_synthesis_logs_one_line_per_batch_and_no_line_per_request(
+def test_synthesis_logs_a_line_per_tenth_and_no_line_per_request(
     tmp_path: Path, params_at, shared_params: dict, generated: dict
 ) -> None:
     params = with_specs(params_at, tmp_path, shared_params)
     quiet = synthesize_output(params, tmp_path)
     specs = read_jsonl(Path(params["layout"]["datasets"]) / "train.jsonl")
-    batches = -(-len(specs) // params["synthesize"]["batch_size"])
+    size, n = params["synthesize"]["batch_size"], len(specs)
+    batches = -(-n // size)
     assert "HTTP Request" not in quiet and "POST /v1" not in quiet and "Uvicorn running" not in quiet
-    assert sum("episodes (" in line for line in quiet.splitlines()) == batches  # one progress line per batch
+    ends = [min((i + 1) * size, n) for i in range(batches)]
+    tenths = sum(10 * a // n != 10 * b // n or b == n for a, b in zip([0, *ends], ends, strict=False))
+    assert sum("episodes (" in line for line in quiet.splitlines()) == tenths <= 11  # one line per tenth
+    assert f"{n}/{n} episodes (100%)" in quiet  # the last batch always logs
     assert len(quiet.splitlines()) < 20
 
     loud = synthesize_output(params, tmp_path, "--verbose")

@@ -267,9 +267,12 @@ def test_dvc_metrics_show_the_evaluation_headline_not_the_whole_matrix(project):
     root, _ = project
     table = sh(["dvc", "metrics", "show", "data/eval/metrics.json"], root).splitlines()
     columns = table[0].split()[1:]  # after "Path"
-    # Candidate and baseline x 5 opponents x (non_loss, win, loss, invalid); it was thousands of columns.
-    assert len(columns) == 40 and len(table[0]) < 2000
-    assert "grpo-strong.minimax-0.non_loss" in columns and "teacher.random.win" in columns
+    # Candidate and baseline: overall non-loss and invalid, wins and losses vs random, losses vs minimax-0, and
+    # the candidate's exact results; it was thousands of columns.
+    assert len(columns) == 13 and len(table[0]) < 600
+    assert {"grpo-strong.exact.minimax-0.loss", "grpo-strong.random.win", "teacher.all.non_loss"} <= set(
+        columns
+    )
     matrix = json.loads((root / "data/eval/matrix.json").read_text())
     assert set(matrix["policies"]) >= {
         "base",
@@ -287,7 +290,7 @@ def test_dvc_metrics_are_a_short_flat_headline_and_the_details_hold_the_breakdow
     values = {path: flatten(found["data"]) for path, found in shown.items()}
     assert "data/eval/metrics.json" in values and "data/metrics/synthesize.json" in values
     # Every number of every metrics file is a column of `dvc metrics show` / `dvc exp show`; the per-stratum
-    # breakdowns made it ~90 more than the evaluation's 40.
+    # breakdowns made it ~90 more than the evaluation's (then 40, now 13).
     assert sum(len(v) for v in values.values()) <= 80, {p: len(v) for p, v in values.items()}
     for stage in ("generate", "synthesize", "curate"):
         headline = json.loads((root / f"data/metrics/{stage}.json").read_text())

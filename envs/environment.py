@@ -192,6 +192,10 @@ class Environment:
         result = self.evaluate(policy, n=n, split="eval")
         return {name: stats["mean"] for name, stats in result.metrics.items()}
 
+    def curve_score(self, values: dict[str, float]) -> float:
+        """One number ranking learning-curve points (higher is better): here the suite's mean reward."""
+        return values["reward"]
+
     def __rshift__(self, trainer: Any) -> Any:
         """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: a ready TRL trainer on this env."""
         from envs.training.compose import compose  # lazy: playing episodes needs no trl

@@ -57,7 +57,8 @@ def run(params: Params, stage: str) -> dict:
     trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
         curve_env = load_environment(**params.env.kwargs())
-        trainer.add_callback(LearningCurveCallback(curve_env, trainer, config.curve_every))
+        curve = LearningCurveCallback(curve_env, trainer, config.curve_every, keep_best=config.keep_best)
+        trainer.add_callback(curve)
     # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
     inputs = (config, params.env.model_dump(mode="json", exclude={"url"}), stage)
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
@@ -77,6 +78,9 @@ def run(params: Params, stage: str) -> dict:
         "final_reward": logged[-1]["reward"] if logged else None,
         "train_loss": result.training_loss,
     }
+    kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
+    if kept:  # the saved model is this step's (keep_best), not necessarily the last one's
+        metrics["kept_step"] = int(kept[-1]["curve_best/step"])
     write_metrics(Path(layout.metrics) / f"grpo-{stage}.json", metrics)
     set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": stage})
     logger.info(

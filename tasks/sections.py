@@ -225,7 +225,7 @@ class SFT(Section):
 
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the last updates train.
-    stages = {"wide": ("sft", (0.0, 1.0), 60), "strong": ("grpo-wide", (0.0, 0.5), 30)}
+    stages = {"wide": ("sft", (0.0, 1.0), 120), "strong": ("grpo-wide", (0.0, 0.5), 60)}
     return {
         name: GRPOStage(name=name, start=start, random_move_prob=skills, max_steps=steps, batch_size=64)
         for name, (start, skills, steps) in stages.items()
@@ -253,8 +253,11 @@ class GRPO(Section):
     """Optimizer passes over each batch of episodes (rollouts are most of a step's cost)."""
     beta: float = Field(0.0, ge=0.0)
     """KL coefficient to the start model (TRL's `beta`); 0 loads no reference model."""
-    curve_every: int = Field(30, ge=0)
+    curve_every: int = Field(10, ge=0)
     """Steps between learning-curve points (the env's `curve_metrics`, greedy); 0 = no curve."""
+    keep_best: bool = True
+    """Save the model of the best learning-curve point (the env's `curve_score`, the start model included), not
+    the last step's; needs `curve_every`."""
     invalid_penalty: float | None = -0.5
     """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""
     max_completion_length: int = Field(16, ge=1)

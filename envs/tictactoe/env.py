@@ -291,6 +291,12 @@ class TicTacToeEnv(Environment):
             )
         return out
 
+    def curve_score(self, values: dict[str, float]) -> float:
+        """Wins vs random minus twice every loss (vs random and perfect minimax) and every game with an invalid
+        move: the targets ask for nearly no losses first, then as many wins as possible."""
+        faults = sum(values[f"{o}/{m}"] for o in CURVE_OPPONENTS for m in ("loss", "any_invalid"))
+        return values["random/win"] - 2.0 * faults
+
     def expert(self, random_move_prob: float = 0.0, seed: int = 0) -> ExpertPlayer:
         """The scripted expert teacher for this env."""
         return ExpertPlayer(random_move_prob=random_move_prob, seed=seed)

@@ -84,3 +84,33 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
     for out in rollouts:
         assert all(set(mask) == {1} for mask in out["env_mask"])  # a sample is one model turn, no env tokens
         assert all(len(ids) <= 16 for ids in out["completion_ids"])
+
+
+def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    env = load_environment("tictactoe", history="current", num_groups=2, num_train=64)
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-3,
+        temperature=1.5,
+    )
+    trainer = env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+    scores = iter([1.0, 0.5, 0.0])  # the start model scores best, then worse at every point
+    env.curve_score = lambda values: next(scores)
+    curve = LearningCurveCallback(env, trainer, every=1, keep_best=True)
+    trainer.add_callback(curve)
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    assert [h["step"] for h in curve.history] == [0, 1, 2]
+    assert [h["curve/score"] for h in curve.history] == [1.0, 0.5, 0.0]
+    assert all(torch.equal(v, start[k]) for k, v in trainer.model.state_dict().items())  # back to step 0
+    kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
+    assert kept[-1]["curve_best/step"] == 0 and kept[-1]["curve_best/score"] == 1.0
+    assert (tmp_path / "curve_best.safetensors").exists() and (tmp_path / "curve_best.json").exists()
+    assert [p["step"] for p in curve_points(trainer.state.log_history)] == [0, 1, 2]  # no extra curve point

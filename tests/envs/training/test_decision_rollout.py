@@ -50,7 +50,8 @@ def test_groups_share_a_prefix_then_branch_and_play_to_the_end(tiny_model):
     assert len(set(rewards)) > 1
 
 
-def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):
+def decision_trainer(sft_model, tmp_path):
+    """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
     from trl import GRPOConfig, GRPOTrainer
 
     env = load_environment("tictactoe", history="current", num_groups=2, num_train=64)
@@ -64,7 +65,11 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
         learning_rate=1e-3,
         temperature=1.5,  # the short SFT start is sharp; groups need some spread
     )
-    trainer = env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+    return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+
+
+def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):
+    env, trainer = decision_trainer(sft_model, tmp_path)
     assert isinstance(trainer.rollout_func, DecisionRollout)
     curve = LearningCurveCallback(env, trainer, every=2)
     trainer.add_callback(curve)
@@ -87,20 +92,7 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
 
 
 def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):
-    from trl import GRPOConfig, GRPOTrainer
-
-    env = load_environment("tictactoe", history="current", num_groups=2, num_train=64)
-    args = cpu_args(
-        GRPOConfig,
-        str(tmp_path),
-        max_steps=2,
-        per_device_train_batch_size=16,
-        num_generations=4,
-        max_completion_length=16,
-        learning_rate=1e-3,
-        temperature=1.5,
-    )
-    trainer = env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+    env, trainer = decision_trainer(sft_model, tmp_path)
     scores = iter([1.0, 0.5, 0.0])  # the start model scores best, then worse at every point
     env.curve_score = lambda values: next(scores)
     curve = LearningCurveCallback(env, trainer, every=1, keep_best=True)

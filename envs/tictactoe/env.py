@@ -16,8 +16,10 @@ from envs.tictactoe.board import (
     EMPTY_BOARD,
     OPTIMAL_MOVES,
     STATES,
+    is_over,
     legal_moves,
     opponent_move,
+    play,
     splitmix64,
     to_move,
     winner,
@@ -48,8 +50,8 @@ def midgame_moves(seed: int) -> list[int]:
     board, moves = EMPTY_BOARD, []
     for ply in range(rng.randint(1, 6)):
         cell = rng.choice(legal_moves(board))
-        after = board[:cell] + "XO"[ply % 2] + board[cell + 1 :]
-        if winner(after) is not None or "." not in after:
+        after = play(board, cell, "XO"[ply % 2])
+        if is_over(after):
             break
         board, moves = after, [*moves, cell]
     return moves
@@ -158,7 +160,7 @@ class TicTacToeEnv(Environment):
         """Fresh board (or the spec's mid-game start); the opponent moves first when the model does not start."""
         board = EMPTY_BOARD
         for ply, cell in enumerate(spec.get("start_moves") or ()):
-            board = board[:cell] + "XO"[ply % 2] + board[cell + 1 :]
+            board = play(board, cell, "XO"[ply % 2])
         first = bool(spec["model_starts"])
         state = {
             "seed": int(spec["seed"]),

@@ -50,6 +50,27 @@ def test_groups_share_a_prefix_then_branch_and_play_to_the_end(tiny_model):
     assert len(set(rewards)) > 1
 
 
+def test_play_on_plays_every_turn_after_the_branch(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(16)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    perfect = MinimaxPlayer(0.0, seed=0)
+    later: list[int] = []
+
+    def play_on(conversations):
+        later.append(len(conversations))
+        return [], [], None, [f"<move>{perfect.choose(board_of(c))}</move>" for c in conversations]
+
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, play_on=play_on)
+    assert later and later[0] <= 64  # play_on answered the turns after the branch
+    outcomes: dict[tuple, set] = {}
+    for i, s in enumerate(samples):  # the opponent replies as a function of (seed, board): so, one outcome
+        outcomes.setdefault((i // 4, tuple(s["completion_ids"])), set()).add(s["episode"].reward)
+    assert all(len(rewards) == 1 for rewards in outcomes.values())
+    assert len(outcomes) > 16  # some groups branched into different moves
+
+
 def decision_trainer(sft_model, tmp_path):
     """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
     from trl import GRPOConfig, GRPOTrainer

@@ -6,6 +6,7 @@ import torch
 
 from envs import load_environment
 from envs.policies.scratch_model import load_tokenizer
+from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.players import MinimaxPlayer, board_of
 from envs.training import trainer_spec
 from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions
@@ -55,12 +56,11 @@ def test_play_on_plays_every_turn_after_the_branch(tiny_model):
     tokenizer = load_tokenizer(tiny_model)
     groups = env.get_dataset("train").select(range(16)).to_list()
     specs = [spec for spec in groups for _ in range(4)]
-    perfect = MinimaxPlayer(0.0, seed=0)
     later: list[int] = []
 
-    def play_on(conversations):
+    def play_on(conversations):  # deterministic: the first value-keeping move
         later.append(len(conversations))
-        return [], [], None, [f"<move>{perfect.choose(board_of(c))}</move>" for c in conversations]
+        return [], [], None, [f"<move>{optimal_moves(board_of(c))[0]}</move>" for c in conversations]
 
     samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, play_on=play_on)
     assert later and later[0] <= 64  # play_on answered the turns after the branch

@@ -25,6 +25,7 @@ from envs.tictactoe.board import (
     to_move,
     winner,
 )
+from envs.tictactoe.pipeline import TicTacToePipeline
 from envs.tictactoe.players import ExpertPlayer, rationale
 from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, reply_text, user_message
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
@@ -66,7 +67,7 @@ def midgame_moves(seed: int) -> list[int]:
     return list(positions[splitmix64(seed ^ 0x3C6EF372) % len(positions)])
 
 
-class TicTacToeEnv(Environment):
+class TicTacToeEnv(TicTacToePipeline, Environment):
     """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
 
     # The settings that decide how an episode plays out from its spec and replies. The others choose the specs

@@ -16,7 +16,6 @@ SUITES = [
     "bench.policy_speed",
     "bench.eval_speed",
     "bench.pipeline_speed",
-    "bench.learning",
     "bench.remote_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")

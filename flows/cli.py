@@ -7,6 +7,7 @@ import sys
 
 from envs.policies.openai_policy import PolicyRequestError
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
+from flows import serve_model
 from tasks.compare import compare, conclusion
 from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
 from tasks.logs import configure_logging
@@ -188,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run each session's steps in its own thread (for environments that block on I/O)",
     )
     env_serve.set_defaults(func=env_serve_command)
+
+    serve_model.register(sub, port_number)
     return parser
 
 

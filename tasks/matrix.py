@@ -7,6 +7,7 @@ model answers every live game of every cell in one `generate` call per turn.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -19,6 +20,7 @@ from tqdm.auto import tqdm
 from envs import Environment, Episode, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
+from envs.policies.vllm_server import VLLMServer
 from envs.stats import mean_ci, wilson_interval
 from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
 from envs.tictactoe.exact import exact_both_sides, memoized
@@ -287,17 +289,35 @@ def _play_policy_row(
 ) -> None:
     """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
     timings to `result`."""
-    policy = (
-        make_policy(
-            spec,
-            seed=config.seed,
-            temperature=config.temperature,
-            max_new_tokens=config.max_new_tokens,
-            model=config.api_model,
+    with contextlib.ExitStack() as stack:
+        if isinstance(spec, str) and name in config.vllm_rows:  # served by vLLM for this row's games only
+            server = stack.enter_context(VLLMServer(spec, config.vllm, name=name))
+            spec, model = server.base_url, server.name
+        else:
+            model = config.api_model
+        policy = (
+            make_policy(
+                spec,
+                seed=config.seed,
+                temperature=config.temperature,
+                max_new_tokens=config.max_new_tokens,
+                model=model,
+            )
+            if isinstance(spec, str)
+            else spec
         )
-        if isinstance(spec, str)
-        else spec
-    )
+        _play_and_add(result, play, local, specs, config, name, policy)
+
+
+def _play_and_add(
+    result: MatrixResult,
+    play: Environment,
+    local: TicTacToeEnv,
+    specs: list[dict],
+    config: EvaluateConfig,
+    name: str,
+    policy: Policy,
+) -> None:
     decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
     start = time.perf_counter()
     episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)

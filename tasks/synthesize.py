@@ -28,10 +28,11 @@ from envs import Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
 from envs.policies.openai_server import serve_in_thread
+from envs.policies.vllm_server import VLLMServer
 from envs.tictactoe.teacher import teacher_app
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.episodes import episode_env
-from tasks.fingerprint import digest
+from tasks.fingerprint import content_digest, digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
 from tasks.sections import Params, Synthesize
@@ -79,9 +80,14 @@ class RateLimited:
 
 @contextlib.contextmanager
 def teacher_endpoint(config: Synthesize) -> Iterator[str]:
-    """The teacher's base URL: the configured endpoint, or the embedded teacher served for the duration."""
+    """The teacher's base URL: the configured endpoint, a checkpoint served by vLLM for the duration, or the
+    embedded teacher served for the duration."""
     if config.teacher_url:
         yield config.teacher_url
+        return
+    if config.teacher_model:
+        with VLLMServer(config.teacher_model, config.vllm, name=config.teacher.model) as server:
+            yield server.base_url
         return
     with serve_in_thread(teacher_app(config.teacher_skill, config.teacher.model)) as url:
         logger.info("embedded teacher (skill %.2f) serving at %s", config.teacher_skill, url)
@@ -97,7 +103,11 @@ def fingerprint(params: Params) -> str:
     """Hash of everything that decides how an episode plays out; a journal is only resumed under the same one."""
     config, teacher = params.synthesize, params.synthesize.teacher
     who = {"url": config.teacher_url or "embedded", "model": teacher.model}
-    if not config.teacher_url:
+    if config.teacher_model:  # what the checkpoint is, not where: a retrained one plays other games
+        model = config.teacher_model
+        weights = content_digest(model) if Path(model).exists() else model  # a hub id names its weights
+        who.update(url="vllm", weights=weights, dtype=config.vllm.dtype)
+    elif not config.teacher_url:
         who["skill"] = config.teacher_skill
     decisive = {
         "env": params.env.kwargs(),

@@ -1,0 +1,124 @@
+"""A scratch checkpoint served by vLLM (the CPU build from `make vllm`) plays exactly like transformers.
+
+One vLLM startup for the module (40-80 s on two cores): the evaluate stage's own vLLM row starts the server,
+plays its games and stops it; everything else here is fast.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import torch
+
+from envs import load_environment
+from envs.policies.vllm_server import VLLMServer, free_port
+from envs.policies.vllm_server_config import VLLMServerConfig
+from tasks.matrix import run_matrix
+from tasks.sections import EvaluateConfig
+
+TINY = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    vocab_size=512,
+)
+OPPONENTS = ["random", "minimax-0"]
+GAMES = 24  # per opponent and side: 96 games per row
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> str:
+    """A tiny scratch model after a short SFT on minimax moves (the env's default board/move/current format).
+
+    Trained, its greedy replies are decided by clear margins, as a real checkpoint's are; an untrained model's
+    near-uniform logits would turn on rounding differences between two correct implementations.
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    from envs.policies.scratch_model import build_scratch_model
+    from envs.policies.scratch_model_config import ScratchModelConfig
+    from envs.training import trainer_spec
+    from envs.training.sft_data_config import SFTDataConfig
+
+    env = load_environment("tictactoe", num_train=256, num_eval=16, num_test=16)
+    root = tmp_path_factory.mktemp("vllm")
+    base = build_scratch_model(env.corpus(), root / "base", ScratchModelConfig(**TINY))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        args = SFTConfig(
+            output_dir=str(root / "sft-run"),
+            num_train_epochs=3,
+            per_device_train_batch_size=16,
+            learning_rate=1e-2,
+            bf16=False,
+            activation_checkpointing=False,
+            use_cpu=True,
+            report_to=[],
+            seed=0,
+            save_strategy="no",
+            disable_tqdm=True,
+        )
+        data = SFTDataConfig(teacher="minimax-0.2", num_episodes=256)
+        trainer = env >> trainer_spec(SFTTrainer, model=str(base), args=args, data=data)
+        trainer.train()
+        out = root / "sft"
+        trainer.model.config.use_cache = True
+        trainer.save_model(str(out))
+        trainer.processing_class.save_pretrained(str(out))
+    finally:
+        torch.set_num_threads(threads)
+    return str(out)
+
+
+def test_a_missing_vllm_venv_is_named_with_the_command_that_makes_it(tmp_path):
+    config = VLLMServerConfig(python=str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(FileNotFoundError, match="make vllm"):
+        VLLMServer(tmp_path, config).start()
+
+
+def test_a_server_that_dies_at_startup_shows_its_log_and_leaves_nothing(tmp_path):
+    # The real vLLM venv, a model folder that is not a model: vLLM exits, and its own error reaches the message.
+    server = VLLMServer(tmp_path, VLLMServerConfig(startup_timeout=120))
+    with pytest.raises(RuntimeError, match="exited with code") as failure:
+        server.start()
+    assert "its log" in str(failure.value)
+    assert server.process is None
+
+
+@pytest.mark.slow
+def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint):
+    config = EvaluateConfig(
+        policies={"transformers": checkpoint, "vllm": checkpoint},
+        vllm_rows=["vllm"],
+        vllm=VLLMServerConfig(port=free_port()),
+        opponents=OPPONENTS,
+        games=GAMES,
+        baseline=None,
+        progress=False,
+    )
+    result = run_matrix(config)
+    local, served = result.episodes["transformers"], result.episodes["vllm"]
+    assert len(local) == len(served) == 2 * len(OPPONENTS) * GAMES
+    for a, b in zip(local, served, strict=True):
+        assert [m["content"] for m in a.messages] == [m["content"] for m in b.messages], a.spec
+        assert a.values == b.values
+    # The server is gone with its whole process group: nothing listens on its port any more.
+    port = config.vllm.port
+    listening = subprocess.run(["ss", "-ltn", f"sport = :{port}"], capture_output=True, text=True).stdout
+    assert f":{port}" not in listening, listening
+    assert not any(checkpoint in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()), (
+        "a vLLM process outlived its row"
+    )
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

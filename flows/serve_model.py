@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
+import sys
 from typing import Any
 
 from envs.policies.vllm_server import VLLMServer
@@ -20,7 +22,7 @@ def serve_model_command(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len,
         kv_cache_gb=args.kv_cache_gb,
         startup_timeout=args.startup_timeout,
-        extra_args=args.vllm_args[1:] if args.vllm_args[:1] == ["--"] else list(args.vllm_args),
+        extra_args=shlex.split(args.vllm_args),
     )
     server = VLLMServer(args.path, config, name=args.name, log=None if args.quiet else "-")
     # SIGTERM (a process manager, `kill`) stops the server as Ctrl-C does.
@@ -37,6 +39,13 @@ def serve_model_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("stopped")
         return 0
+    except (
+        RuntimeError,
+        TimeoutError,
+        FileNotFoundError,
+    ) as exc:  # it did not start: one message, its log tail
+        print(f"wander: error: {exc}", file=sys.stderr)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -65,5 +74,10 @@ def register(sub: Any, port_type: Any = int) -> None:
         "--python", default=None, help="python of the vLLM venv (default: .venv-vllm, `make vllm`)"
     )
     p.add_argument("--quiet", action="store_true", help="vLLM's output to a temporary log, not the terminal")
-    p.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after `--`: more arguments for vLLM's server")
+    p.add_argument(
+        "--vllm-args",
+        default="",
+        metavar="'ARGS'",
+        help="more arguments of vLLM's server, quoted: --vllm-args '--gpu-memory-utilization 0.3' (one flag: --vllm-args=--flag)",
+    )
     p.set_defaults(func=serve_model_command)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,8 +16,10 @@ import torch
 from envs import load_environment
 from envs.policies.vllm_server import VLLMServer, free_port
 from envs.policies.vllm_server_config import VLLMServerConfig
+from flows.cli import main
 from tasks.matrix import run_matrix
-from tasks.sections import EvaluateConfig
+from tasks.sections import EvaluateConfig, Synthesize
+from tasks.synthesize import teacher_endpoint
 
 TINY = dict(
     hidden_size=64,
@@ -82,12 +85,26 @@ def test_a_missing_vllm_venv_is_named_with_the_command_that_makes_it(tmp_path):
 
 
 def test_a_server_that_dies_at_startup_shows_its_log_and_leaves_nothing(tmp_path):
-    # The real vLLM venv, a model folder that is not a model: vLLM exits, and its own error reaches the message.
-    server = VLLMServer(tmp_path, VLLMServerConfig(startup_timeout=120))
-    with pytest.raises(RuntimeError, match="exited with code") as failure:
+    # A python without vLLM: the child exits at once, and its own error reaches the message.
+    server = VLLMServer(tmp_path, VLLMServerConfig(python=sys.executable))
+    with pytest.raises(RuntimeError, match="exited with code 1 before it was ready") as failure:
         server.start()
-    assert "its log" in str(failure.value)
+    assert "No module named 'vllm'" in str(failure.value)
     assert server.process is None
+
+
+def test_the_synthesize_stage_serves_teacher_model_through_vllm(tmp_path):
+    config = Synthesize(teacher_model=str(tmp_path), vllm={"python": sys.executable})
+    with pytest.raises(RuntimeError, match="No module named 'vllm'"), teacher_endpoint(config):
+        pass
+    with pytest.raises(ValueError, match="not both"):
+        Synthesize(teacher_model=str(tmp_path), teacher_url="http://127.0.0.1:1/v1")
+
+
+def test_serve_model_reports_a_server_that_cannot_start(tmp_path, capsys):
+    code = main(["serve-model", str(tmp_path), "--port", "0", "--python", sys.executable, "--quiet"])
+    assert code == 1
+    assert "No module named 'vllm'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -95,7 +112,7 @@ def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint):
     config = EvaluateConfig(
         policies={"transformers": checkpoint, "vllm": checkpoint},
         vllm_rows=["vllm"],
-        vllm=VLLMServerConfig(port=free_port()),
+        vllm={"port": free_port()},
         opponents=OPPONENTS,
         games=GAMES,
         baseline=None,

@@ -101,7 +101,7 @@ class VLLMServer:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.config.kv_cache_gb:g}")
         env.update(VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", HF_HUB_OFFLINE=env.get("HF_HUB_OFFLINE", "1"))
-        return env
+        return {**env, **self.config.env_vars}
 
     def start(self) -> str:
         """Start the server and wait until `/health` answers 200; return the base URL. Failing, it is stopped."""

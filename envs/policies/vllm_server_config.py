@@ -38,6 +38,9 @@ class VLLMServerConfig:
         enforce_eager (`bool`, *optional*, defaults to `True`):
             vLLM's `--enforce-eager`: no torch.compile warm-up. On two CPU cores the server is up in ~75 s instead of
             ~230 s; on a GPU, `False` gives CUDA graphs (faster decoding of large models).
+        env_vars (`dict[str, str]`, *optional*, defaults to `{}`):
+            More environment variables of the server, e.g. `{"VLLM_SERVER_DEV_MODE": "1"}` for the endpoints that
+            reload weights (GRPO through vLLM, envs/training/vllm_server_generation.py).
         startup_timeout (`float`, *optional*, defaults to `600.0`):
             Seconds to wait for `/health` to answer; vLLM's CPU build takes 40-80 s on two cores.
         extra_args (`list[str]`, *optional*, defaults to `[]`):
@@ -53,6 +56,7 @@ class VLLMServerConfig:
     kv_cache_gb: float = 1.0
     seed: int = 0
     enforce_eager: bool = True
+    env_vars: dict[str, str] = field(default_factory=dict)
     startup_timeout: float = 600.0
     extra_args: list[str] = field(default_factory=list)
 

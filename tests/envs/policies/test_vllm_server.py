@@ -1,7 +1,7 @@
-"""A scratch checkpoint served by vLLM (the CPU build from `make vllm`) plays exactly like transformers.
+"""Checkpoints served by vLLM (the CPU build from `make vllm`): greedy games equal transformers', and GRPO
+generates through the server with its weights reloaded after every step.
 
-One vLLM startup for the module (40-80 s on two cores): the evaluate stage's own vLLM row starts the server,
-plays its games and stops it; everything else here is fast.
+One vLLM startup for the module (60-80 s on two cores), shared by the slow tests; the others fail fast on purpose.
 """
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ import os
 import subprocess
 import sys
 
+import httpx
 import pytest
 import torch
 
 from envs import load_environment
 from envs.policies.vllm_server import VLLMServer, free_port
 from envs.policies.vllm_server_config import VLLMServerConfig
+from envs.training.vllm_server_generation import sync_config, untied_checkpoint, use_vllm_server
 from flows.cli import main
 from tasks.matrix import run_matrix
 from tasks.sections import EvaluateConfig, Synthesize
@@ -93,6 +95,21 @@ def test_a_server_that_dies_at_startup_shows_its_log_and_leaves_nothing(tmp_path
     assert server.process is None
 
 
+def test_the_evaluate_stage_serves_vllm_rows_itself(tmp_path):
+    config = EvaluateConfig(
+        policies={"served": str(tmp_path)},
+        vllm_rows=["served"],
+        vllm={"python": sys.executable},
+        games=1,
+        baseline=None,
+        progress=False,
+    )
+    with pytest.raises(RuntimeError, match="No module named 'vllm'"):
+        run_matrix(config)
+    with pytest.raises(ValueError, match="not a model folder"):
+        EvaluateConfig(policies={"m": "minimax"}, vllm_rows=["m"], baseline=None)
+
+
 def test_the_synthesize_stage_serves_teacher_model_through_vllm(tmp_path):
     config = Synthesize(teacher_model=str(tmp_path), vllm={"python": sys.executable})
     with pytest.raises(RuntimeError, match="No module named 'vllm'"), teacher_endpoint(config):
@@ -107,12 +124,23 @@ def test_serve_model_reports_a_server_that_cannot_start(tmp_path, capsys):
     assert "No module named 'vllm'" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def server(checkpoint, tmp_path_factory):
+    """The checkpoint served by vLLM for the module, ready to reload weights (an untied copy: same numbers)."""
+    served = untied_checkpoint(checkpoint, tmp_path_factory.mktemp("served") / "sft")
+    with VLLMServer(served, sync_config(VLLMServerConfig(port=free_port())), name="sft") as server:
+        yield server
+    # Stopped with its whole process group: nothing listens on its port, no process serves the checkpoint.
+    listening = subprocess.run(["ss", "-ltn", f"sport = :{server.port}"], capture_output=True, text=True)
+    assert f":{server.port}" not in listening.stdout, listening.stdout
+    assert not any(str(served) in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+
+
 @pytest.mark.slow
-def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint):
+def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint, server):
     config = EvaluateConfig(
-        policies={"transformers": checkpoint, "vllm": checkpoint},
-        vllm_rows=["vllm"],
-        vllm={"port": free_port()},
+        policies={"transformers": checkpoint, "vllm": server.base_url},
+        api_model=server.name,
         opponents=OPPONENTS,
         games=GAMES,
         baseline=None,
@@ -124,13 +152,60 @@ def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint):
     for a, b in zip(local, served, strict=True):
         assert [m["content"] for m in a.messages] == [m["content"] for m in b.messages], a.spec
         assert a.values == b.values
-    # The server is gone with its whole process group: nothing listens on its port any more.
-    port = config.vllm.port
-    listening = subprocess.run(["ss", "-ltn", f"sport = :{port}"], capture_output=True, text=True).stdout
-    assert f":{port}" not in listening, listening
-    assert not any(checkpoint in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()), (
-        "a vLLM process outlived its row"
+    # Many different games, not one transcript repeated: every position asked is a comparison.
+    assert len({tuple(m["content"] for m in ep.messages) for ep in local}) > len(local) // 4
+
+
+@pytest.mark.slow
+def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoint, server, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from envs.training import trainer_spec
+
+    env = load_environment("tictactoe", num_groups=2, num_train=64)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-3,
+        temperature=1.5,  # the short SFT start is sharp; groups need some spread
+        bf16=False,
+        activation_checkpointing=False,
+        use_cpu=True,
+        report_to=[],
+        seed=0,
+        logging_steps=1,
+        save_strategy="no",
+        disable_tqdm=True,
     )
+    trainer = use_vllm_server(env >> trainer_spec(GRPOTrainer, model=checkpoint, args=args), server)
+    start = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer.train()
+    finally:
+        torch.set_num_threads(threads)
+    generation = trainer.vllm_generation
+    assert generation.syncs == 2 and generation.calls >= 2  # before step 1 and before step 2
+    assert all("reward" in entry for entry in trainer.state.log_history[:2])
+    assert any(not torch.equal(v, start[k]) for k, v in trainer.model.state_dict().items())
+    # Sync once more: the server now answers with the trained weights, token for token as the trainer computes.
+    generation.sync_weights()
+    tokenizer = trainer.processing_class
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "X12/3O5/678\nX"}], add_generation_prompt=True, return_dict=False
+    )
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    body = {"model": server.name, "prompt": prompt, "max_tokens": 1, "temperature": 1.0, "logprobs": 5}
+    top = httpx.post(f"{server.base_url}/completions", json=body, timeout=60).json()["choices"][0]
+    top = top["logprobs"]["top_logprobs"][0]
+    with torch.no_grad():
+        trained = torch.log_softmax(trainer.model(torch.tensor([prompt])).logits[0, -1].float(), -1)
+    for token, logprob in top.items():
+        assert logprob == pytest.approx(trained[tokenizer.convert_tokens_to_ids(token)].item(), abs=1e-3)
 
 
 def _cmdline(pid: str) -> str:

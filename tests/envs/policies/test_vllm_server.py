@@ -156,8 +156,14 @@ def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint, 
     assert len({tuple(m["content"] for m in ep.messages) for ep in local}) > len(local) // 4
 
 
+CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device: the trainer-on-GPU variant runs where a GPU exists"
+)
+
+
 @pytest.mark.slow
-def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoint, server, tmp_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoint, server, tmp_path, device):
     from trl import GRPOConfig, GRPOTrainer
 
     from envs.training import trainer_spec
@@ -173,7 +179,7 @@ def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoi
         temperature=1.5,  # the short SFT start is sharp; groups need some spread
         bf16=False,
         activation_checkpointing=False,
-        use_cpu=True,
+        use_cpu=device == "cpu",
         report_to=[],
         seed=0,
         logging_steps=1,
@@ -203,7 +209,8 @@ def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoi
     top = httpx.post(f"{server.base_url}/completions", json=body, timeout=60).json()["choices"][0]
     top = top["logprobs"]["top_logprobs"][0]
     with torch.no_grad():
-        trained = torch.log_softmax(trainer.model(torch.tensor([prompt])).logits[0, -1].float(), -1)
+        logits = trainer.model(torch.tensor([prompt], device=trainer.model.device)).logits
+        trained = torch.log_softmax(logits[0, -1].float().cpu(), -1)
     for token, logprob in top.items():
         assert logprob == pytest.approx(trained[tokenizer.convert_tokens_to_ids(token)].item(), abs=1e-3)
 

@@ -1,7 +1,8 @@
 """Checkpoints served by vLLM (the CPU build from `make vllm`): greedy games equal transformers', and GRPO
 generates through the server with its weights reloaded after every step.
 
-One vLLM startup for the module (60-80 s on two cores), shared by the slow tests; the others fail fast on purpose.
+One vLLM startup for the module (50-75 s on two cores), shared by the slow tests; the other tests fail fast on
+purpose.
 """
 
 from __future__ import annotations
@@ -23,61 +24,10 @@ from tasks.matrix import run_matrix
 from tasks.sections import EvaluateConfig, Synthesize
 from tasks.synthesize import teacher_endpoint
 
-TINY = dict(
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    num_key_value_heads=2,
-    intermediate_size=128,
-    vocab_size=512,
-)
+from .conftest import TINY, cpu_args
+
 OPPONENTS = ["random", "minimax-0"]
 GAMES = 24  # per opponent and side: 96 games per row
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> str:
-    """A tiny scratch model after a short SFT on minimax moves (the env's default board/move/current format).
-
-    Trained, its greedy replies are decided by clear margins, as a real checkpoint's are; an untrained model's
-    near-uniform logits would turn on rounding differences between two correct implementations.
-    """
-    from trl import SFTConfig, SFTTrainer
-
-    from envs.policies.scratch_model import build_scratch_model
-    from envs.policies.scratch_model_config import ScratchModelConfig
-    from envs.training import trainer_spec
-    from envs.training.sft_data_config import SFTDataConfig
-
-    env = load_environment("tictactoe", num_train=256, num_eval=16, num_test=16)
-    root = tmp_path_factory.mktemp("vllm")
-    base = build_scratch_model(env.corpus(), root / "base", ScratchModelConfig(**TINY))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        args = SFTConfig(
-            output_dir=str(root / "sft-run"),
-            num_train_epochs=3,
-            per_device_train_batch_size=16,
-            learning_rate=1e-2,
-            bf16=False,
-            activation_checkpointing=False,
-            use_cpu=True,
-            report_to=[],
-            seed=0,
-            save_strategy="no",
-            disable_tqdm=True,
-        )
-        data = SFTDataConfig(teacher="minimax-0.2", num_episodes=256)
-        trainer = env >> trainer_spec(SFTTrainer, model=str(base), args=args, data=data)
-        trainer.train()
-        out = root / "sft"
-        trainer.model.config.use_cache = True
-        trainer.save_model(str(out))
-        trainer.processing_class.save_pretrained(str(out))
-    finally:
-        torch.set_num_threads(threads)
-    return str(out)
 
 
 def test_a_missing_vllm_venv_is_named_with_the_command_that_makes_it(tmp_path):
@@ -125,8 +75,42 @@ def test_serve_model_reports_a_server_that_cannot_start(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
+def board_env():
+    """Tic-tac-toe as the pipeline plays it (board text, one move per reply, the current board each turn)."""
+    return load_environment("tictactoe", num_groups=2, num_train=256, num_eval=16, num_test=16)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(board_env, tmp_path_factory) -> str:
+    """A tiny scratch model after a short SFT on minimax moves in `board_env`'s format.
+
+    Trained on the format it is evaluated in, its greedy games vary and its replies are decided by clear margins,
+    as a real checkpoint's are (the session's `sft_model` learned another format: greedy, it repeats one game).
+    """
+    from trl import SFTConfig, SFTTrainer
+
+    from envs.policies.scratch_model import build_scratch_model
+    from envs.policies.scratch_model_config import ScratchModelConfig
+    from envs.training import trainer_spec
+    from envs.training.sft_data_config import SFTDataConfig
+
+    root = tmp_path_factory.mktemp("vllm")
+    base = build_scratch_model(board_env.corpus(), root / "base", ScratchModelConfig(**TINY))
+    args = cpu_args(
+        SFTConfig, str(root / "run"), num_train_epochs=3, per_device_train_batch_size=16, learning_rate=1e-2
+    )
+    data = SFTDataConfig(teacher="minimax-0.2", num_episodes=256)
+    trainer = board_env >> trainer_spec(SFTTrainer, model=str(base), args=args, data=data)
+    trainer.train()
+    trainer.model.config.use_cache = True
+    trainer.save_model(str(root / "sft"))
+    trainer.processing_class.save_pretrained(str(root / "sft"))
+    return str(root / "sft")
+
+
+@pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
-    """The checkpoint served by vLLM for the module, ready to reload weights (an untied copy: same numbers)."""
+    """The checkpoint served by vLLM for the module, ready to reload weights (an untied copy: the same numbers)."""
     served = untied_checkpoint(checkpoint, tmp_path_factory.mktemp("served") / "sft")
     with VLLMServer(served, sync_config(VLLMServerConfig(port=free_port())), name="sft") as server:
         yield server
@@ -146,7 +130,7 @@ def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint, 
         baseline=None,
         progress=False,
     )
-    result = run_matrix(config)
+    result = run_matrix(config)  # the env's defaults: board_env's format
     local, served = result.episodes["transformers"], result.episodes["vllm"]
     assert len(local) == len(served) == 2 * len(OPPONENTS) * GAMES
     for a, b in zip(local, served, strict=True):
@@ -163,37 +147,27 @@ CUDA = pytest.mark.skipif(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
-def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoint, server, tmp_path, device):
+def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(
+    board_env, checkpoint, server, tmp_path, device
+):
     from trl import GRPOConfig, GRPOTrainer
 
     from envs.training import trainer_spec
 
-    env = load_environment("tictactoe", num_groups=2, num_train=64)
-    args = GRPOConfig(
-        output_dir=str(tmp_path),
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
         max_steps=2,
         per_device_train_batch_size=16,
         num_generations=4,
         max_completion_length=16,
         learning_rate=1e-3,
         temperature=1.5,  # the short SFT start is sharp; groups need some spread
-        bf16=False,
-        activation_checkpointing=False,
         use_cpu=device == "cpu",
-        report_to=[],
-        seed=0,
-        logging_steps=1,
-        save_strategy="no",
-        disable_tqdm=True,
     )
-    trainer = use_vllm_server(env >> trainer_spec(GRPOTrainer, model=checkpoint, args=args), server)
+    trainer = use_vllm_server(board_env >> trainer_spec(GRPOTrainer, model=checkpoint, args=args), server)
     start = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        trainer.train()
-    finally:
-        torch.set_num_threads(threads)
+    trainer.train()
     generation = trainer.vllm_generation
     assert generation.syncs == 2 and generation.calls >= 2  # before step 1 and before step 2
     assert all("reward" in entry for entry in trainer.state.log_history[:2])
@@ -202,17 +176,22 @@ def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(checkpoi
     generation.sync_weights()
     tokenizer = trainer.processing_class
     prompt = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "X12/3O5/678\nX"}], add_generation_prompt=True, return_dict=False
+        board_env.start(board_env.make_spec(7)).messages, add_generation_prompt=True, return_dict=False
     )
     prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
     body = {"model": server.name, "prompt": prompt, "max_tokens": 1, "temperature": 1.0, "logprobs": 5}
+    body["return_tokens_as_token_ids"] = True  # top tokens as "token_id:N"
     top = httpx.post(f"{server.base_url}/completions", json=body, timeout=60).json()["choices"][0]
     top = top["logprobs"]["top_logprobs"][0]
     with torch.no_grad():
         logits = trainer.model(torch.tensor([prompt], device=trainer.model.device)).logits
         trained = torch.log_softmax(logits[0, -1].float().cpu(), -1)
     for token, logprob in top.items():
-        assert logprob == pytest.approx(trained[tokenizer.convert_tokens_to_ids(token)].item(), abs=1e-3)
+        assert logprob == pytest.approx(trained[int(token.split(":")[1])].item(), abs=1e-3)
+    # A reply that stops by itself ends on the end-of-turn token, as the rollouts need (else TRL sees truncation).
+    _, completions, logprobs, _ = generation.generate([prompt] * 4)
+    assert any(ids[-1] == tokenizer.eos_token_id for ids in completions)
+    assert [len(lp) for lp in logprobs] == [len(ids) for ids in completions]
 
 
 def _cmdline(pid: str) -> str:

@@ -25,6 +25,7 @@ from tasks.sections import EvaluateConfig, Synthesize
 from tasks.synthesize import teacher_endpoint
 
 from .conftest import TINY, cpu_args
+from .test_decision_rollout import decision_trainer
 
 OPPONENTS = ["random", "minimax-0"]
 GAMES = 24  # per opponent and side: 96 games per row
@@ -140,32 +141,13 @@ def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint, 
     assert len({tuple(m["content"] for m in ep.messages) for ep in local}) > len(local) // 4
 
 
-CUDA = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA device: the trainer-on-GPU variant runs where a GPU exists"
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(
-    board_env, checkpoint, server, tmp_path, device
+    board_env, checkpoint, server, tmp_path
 ):
-    from trl import GRPOConfig, GRPOTrainer
-
-    from envs.training import trainer_spec
-
-    args = cpu_args(
-        GRPOConfig,
-        str(tmp_path),
-        max_steps=2,
-        per_device_train_batch_size=16,
-        num_generations=4,
-        max_completion_length=16,
-        learning_rate=1e-3,
-        temperature=1.5,  # the short SFT start is sharp; groups need some spread
-        use_cpu=device == "cpu",
-    )
-    trainer = use_vllm_server(board_env >> trainer_spec(GRPOTrainer, model=checkpoint, args=args), server)
+    # Two steps of 16 decisions in groups of 4, in board_env's format: the decision-rollout tests' own trainer.
+    _, trainer = decision_trainer(checkpoint, tmp_path)
+    trainer = use_vllm_server(trainer, server)
     start = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     trainer.train()
     generation = trainer.vllm_generation

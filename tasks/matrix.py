@@ -11,7 +11,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +278,18 @@ def run_matrix(
     return result
 
 
+@contextlib.contextmanager
+def _served(
+    config: EvaluateConfig, name: str, spec: str | Policy
+) -> Iterator[tuple[str | Policy, str | None]]:
+    """A row's spec and endpoint model name; a `vllm_rows` row's model is served by vLLM for the block."""
+    if isinstance(spec, str) and name in config.vllm_rows:
+        with VLLMServer(spec, config.vllm, name=name) as server:
+            yield server.base_url, server.name
+    else:
+        yield spec, config.api_model
+
+
 def _play_policy_row(
     result: MatrixResult,
     play: Environment,
@@ -289,12 +301,7 @@ def _play_policy_row(
 ) -> None:
     """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
     timings to `result`."""
-    with contextlib.ExitStack() as stack:
-        if isinstance(spec, str) and name in config.vllm_rows:  # served by vLLM for this row's games only
-            server = stack.enter_context(VLLMServer(spec, config.vllm, name=name))
-            spec, model = server.base_url, server.name
-        else:
-            model = config.api_model
+    with _served(config, name, spec) as (spec, model):
         policy = (
             make_policy(
                 spec,
@@ -306,22 +313,10 @@ def _play_policy_row(
             if isinstance(spec, str)
             else spec
         )
-        _play_and_add(result, play, local, specs, config, name, policy)
-
-
-def _play_and_add(
-    result: MatrixResult,
-    play: Environment,
-    local: TicTacToeEnv,
-    specs: list[dict],
-    config: EvaluateConfig,
-    name: str,
-    policy: Policy,
-) -> None:
-    decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
-    start = time.perf_counter()
-    episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
-    result.seconds[name] = seconds = time.perf_counter() - start
+        decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
+        start = time.perf_counter()
+        episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
+        result.seconds[name] = seconds = time.perf_counter() - start
     logger.info(  # one progress line per row: a long matrix shows life without a bar
         "%s: %d games in %.1f s (%.1f games/s)",
         name,

@@ -16,7 +16,6 @@ SUITES = [
     "bench.policy_speed",
     "bench.eval_speed",
     "bench.pipeline_speed",
-    "bench.learning",
     "bench.remote_speed",
     "bench.vllm_speed",
 ]

@@ -9,15 +9,17 @@ from envs.episode import Episode, EvalResult, aggregate
 from envs.parser import XMLParser
 from envs.policies.base import Message, Policy, Reply
 from envs.rubric import Rubric
+from envs.suite import PipelineHooks
 
 
-class Environment:
+class Environment(PipelineHooks):
     """A multi-turn environment: dataset of episode specs, rubric, parser, interaction rules.
 
     Subclasses override the episode protocol: `setup_state`, `initial_messages`,
     `env_response` (the environment's answer to each model turn) and `is_done`. Everything
     else (the game API, batched rollouts, evaluation) is shared, so training and evaluation
-    run the exact same episode code.
+    run the exact same episode code. What the pipeline asks of an env (its evaluation suite, spec checks,
+    curation defaults, teacher) has defaults in `envs.suite.PipelineHooks`.
     """
 
     def __init__(

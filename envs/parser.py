@@ -25,6 +25,7 @@ class XMLParser:
         # innermost element when tags nest, and skips an unclosed opener before a closed one.
         self._patterns = {f: re.compile(rf"<{f}>((?:(?!<{f}>).)*?)</{f}>", re.DOTALL) for f in self.fields}
         self._tags = {f: (f"<{f}>", f"</{f}>") for f in self.fields}
+        self.tags = tuple(tag for pair in self._tags.values() for tag in pair)  # "<think>", "</think>", ...
         # Well formed: declared fields in order, each at most once, answer required, only
         # whitespace between them, and no field tag inside another field's content.
         any_tag = "|".join(map(re.escape, self.fields))

@@ -7,7 +7,7 @@ from typing import Any
 
 from envs.environment import Environment
 
-BUILTIN = {"tictactoe": "envs.tictactoe"}
+BUILTIN = {"tictactoe": "envs.tictactoe", "reverse_text": "envs.reverse_text"}
 
 
 def load_environment(name: str, **kwargs: Any) -> Environment:

@@ -6,17 +6,15 @@ import argparse
 import sys
 
 from envs.policies.openai_policy import PolicyRequestError
-from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from flows import serve_model
 from tasks.compare import compare, conclusion
-from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate
+from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate, text_table
 from tasks.logs import configure_logging
 from tasks.matrix import RATES, MatrixInterrupted, run_matrix
-from tasks.report import text_table
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    """Play each policy against the opponent matrix, print the table and write the report."""
+    """Play each policy on the env's evaluation suite, print the table and write the report."""
     config = config_from_args(args, args.out)
     result = evaluate(config, env=env_from_args(args))
     print(text_table(result))
@@ -32,8 +30,9 @@ def compare_command(args: argparse.Namespace) -> int:
     result = evaluate(config, env=env) if args.out else run_matrix(config, env=env)
     a, b = config.policies
     rows_a, rows_b = ([r for r in result.rows if r["policy"] == name] for name in (a, b))
-    found = compare(rows_a, rows_b, args.metric)
-    print(f"{args.metric} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
+    metric = args.metric or result.headline
+    found = compare(rows_a, rows_b, metric)
+    print(f"{metric} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
     print(f"{'column':<26}{'A [95% CI]':>22}{'B [95% CI]':>22}  verdict")
     for c in found:
         column = "all (pooled)" if c["opponent"] == "all" else f"{c['opponent']} {c['side']}"
@@ -44,12 +43,14 @@ def compare_command(args: argparse.Namespace) -> int:
 
 
 def teacher_command(args: argparse.Namespace) -> int:
-    """Serve the embedded tic-tac-toe teacher over the OpenAI protocol until interrupted."""
+    """Serve an env's embedded teacher over the OpenAI protocol until interrupted."""
+    from envs import load_environment
     from envs.policies.openai_server import serve_forever
-    from envs.tictactoe.teacher import teacher_app
 
-    app = teacher_app(random_move_prob=args.skill, model_name=args.model)
-    print(f"teacher {args.model!r} (skill {args.skill}) at http://{args.host}:{args.port}/v1")
+    env = load_environment(args.env)
+    skill, model = env.teacher_skill if args.skill is None else args.skill, args.model or env.teacher_model
+    app = env.teacher_app(skill, model)
+    print(f"teacher {model!r} (skill {skill}) at http://{args.host}:{args.port}/v1")
     serve_forever(app, host=args.host, port=args.port)
     return 0
 
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ev = sub.add_parser("eval", help="the opponent matrix of one or more policies, with a report")
+    ev = sub.add_parser("eval", help="the env's evaluation suite for one or more policies, with a report")
     add_arguments(ev)
     ev.add_argument("--out", default="data/eval-adhoc", help="folder of the report, plots, metrics and CSV")
     ev.set_defaults(func=eval_command)
@@ -145,7 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("a", metavar="A", help="[NAME=]SPEC of the reference policy")
     cmp.add_argument("b", metavar="B", help="[NAME=]SPEC of the challenger")
     add_arguments(cmp, rows=False)
-    cmp.add_argument("--metric", default="non_loss", choices=RATES, help="rate to compare (default non_loss)")
+    cmp.add_argument(
+        "--metric",
+        default=None,
+        help=f"metric to compare (tictactoe: one of {', '.join(RATES)}); default: the env's",
+    )
     cmp.add_argument("--out", default=None, help="also write the full report to this folder")
     cmp.set_defaults(func=compare_command)
 
@@ -156,10 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
     serve.add_argument("--port", type=port_number, default=8000, help="port (default 8000)")
+    serve.add_argument("--env", default="tictactoe", help="environment whose teacher to serve")
     serve.add_argument(
-        "--skill", type=float, default=TEACHER_SKILL, help="random-move probability in quiet positions"
+        "--skill",
+        type=float,
+        default=None,
+        help="slip rate (tictactoe: random-move probability in quiet positions); default: the env's",
     )
-    serve.add_argument("--model", default=TEACHER_MODEL, help="model name the server answers to")
+    serve.add_argument("--model", default=None, help="model name the server answers to; default: the env's")
     serve.set_defaults(func=teacher_command)
 
     env_cmd = sub.add_parser("env", help="environments as servers")

@@ -30,7 +30,9 @@ def run(params: Params) -> dict:
         if config.model == SCRATCH:
             env = load_environment(**params.env.kwargs())
             logger.info("training a tokenizer on the %s corpus and building a scratch model", params.env.name)
-            tokenizer = scratch_model.build_tokenizer(env.corpus(), config.scratch)
+            # The env's reply tags are whole tokens: the model then writes a reply in a few tokens.
+            tags = getattr(env.parser, "tags", ())
+            tokenizer = scratch_model.build_tokenizer(env.corpus(), config.scratch, tags)
             model = scratch_model.build_model(tokenizer, config.scratch)
             origin = {"model": SCRATCH, "env": params.env.kwargs(), "scratch": config.scratch.to_dict()}
             write_json(tmp / "scratch_model_config.json", config.scratch.to_dict())

@@ -26,10 +26,12 @@ def verdict(a: dict[str, float], b: dict[str, float], metric: str = "non_loss") 
 
 def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: str = "non_loss") -> list[dict]:
     """One entry per column (opponent x side) of A, then the pooled `all` column: both rates and the verdict."""
-    if metric not in RATES:
-        raise ValueError(f"cannot compare on {metric!r}; choose a rate: {', '.join(RATES)}")
     if not rows_a or not rows_b:
         raise ValueError("compare needs the matrix rows of both policies; one of them has none")
+    # A game matrix compares its rates; a rubric suite's rows carry each rubric metric with its spread.
+    means = sorted(k.removesuffix("_sd") for k in rows_a[0] if k.endswith("_sd"))
+    if metric not in (means or RATES):
+        raise ValueError(f"cannot compare on {metric!r}; choose a rate: {', '.join(means or RATES)}")
     b_cells = {(r["opponent"], r["side"]): r for r in rows_b}
     missing = [f"{r['opponent']} ({r['side']})" for r in rows_a if (r["opponent"], r["side"]) not in b_cells]
     if missing:

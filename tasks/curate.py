@@ -2,8 +2,8 @@
 
 python -m tasks.curate [--params params.yaml] [--profile smoke]
 
-Output: `<output_dir>/train.jsonl` and `eval.jsonl` (one game per line: `messages` plus seed, stratum,
-random_move_prob, model_starts, outcome, n_tokens) and `validation.json`, replaced as one folder only after the
+Output: `<output_dir>/train.jsonl` and `eval.jsonl` (one game per line: `messages` plus seed, stratum, the
+spec columns the env keeps (tic-tac-toe: random_move_prob, model_starts), outcome, n_tokens) and `validation.json`, replaced as one folder only after the
 Great Expectations suite passed; a failure leaves the previous SFT data untouched.
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 from envs import Environment, load_environment
 from envs.policies.scratch_model import load_tokenizer
 from envs.replay import replay_problems
-from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from envs.suite import SpecChecks
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.build_model import context_length
 from tasks.sections import Curate, Params
@@ -45,16 +45,18 @@ def run(params: Params) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"no teacher episodes at {path}; run the synthesize stage first")
     episodes = read_jsonl(path)
+    env = load_environment(**params.env.kwargs())
+    config = with_env_defaults(config, env)
     kept, dropped = select(episodes, config)
-    check_replays(kept, episodes, load_environment(**params.env.kwargs()), path)
-    rows = [sft_row(r) for r in kept]
+    check_replays(kept, episodes, env, path)
+    checks = env.spec_checks()
+    rows = [sft_row(r, checks.kept) for r in kept]
     max_length = config.max_length or context_length(model_dir)
     for row, n in zip(rows, count_tokens([r["messages"] for r in rows], model_dir), strict=True):
         row["n_tokens"] = n
     train, held_out = split_eval(rows, config.eval_fraction, config.seed)
-    env = TicTacToeConfig.from_kwargs(**params.env.settings())
     frame = check_frame(train + held_out, {r["seed"] for r in held_out})
-    report = validate(frame, sft_expectations(config, len(frame), env, max_length), "sft data")
+    report = validate(frame, sft_expectations(config, len(frame), checks, max_length), "sft data")
     with atomic_dir(output_dir) as tmp:
         write_jsonl(tmp / "train.jsonl", train)
         if held_out:
@@ -69,9 +71,9 @@ def run(params: Params) -> dict:
         "dropped": dropped,
         "per_stratum": {str(k): v for k, v in sorted(Counter(r["stratum"] for r in rows).items())},
         "outcomes": dict(Counter(r["outcome"] for r in rows)),
-        "move_optimality": {
-            "input": mean_value(episodes, "move_optimality"),
-            "kept": mean_value(kept, "move_optimality"),
+        **{  # how much the env's verifier floors raised its metrics
+            name: {"input": mean_value(episodes, name), "kept": mean_value(kept, name)}
+            for name in config.min_values
         },
         "tokens": {
             "mean": round(sum(tokens) / len(tokens), 1) if tokens else 0,
@@ -101,6 +103,24 @@ def run(params: Params) -> dict:
     return metrics
 
 
+def with_env_defaults(config: Curate, env: Environment) -> Curate:
+    """The section with its null filters replaced by the env's defaults (allowed outcomes, rubric floors)."""
+    defaults = env.curation_defaults()
+    unknown = sorted(set(config.allowed_outcomes or ()) - set(env.outcomes))
+    if unknown:
+        raise ValueError(
+            f"curate.allowed_outcomes names {unknown}, not outcomes of {env.name}: {list(env.outcomes)}"
+        )
+    return config.model_copy(
+        update={
+            "allowed_outcomes": defaults["allowed_outcomes"]
+            if config.allowed_outcomes is None
+            else config.allowed_outcomes,
+            "min_values": defaults["min_values"] if config.min_values is None else config.min_values,
+        }
+    )
+
+
 def select(episodes: list[dict], config: Curate) -> tuple[list[dict], dict[str, int]]:
     """The games to keep, in input order, and how many each filter dropped."""
     dropped: dict[str, int] = {}
@@ -111,7 +131,8 @@ def select(episodes: list[dict], config: Curate) -> tuple[list[dict], dict[str, 
         return out
 
     rows = keep("errored", episodes, lambda r: r.get("error") is None)
-    rows = keep("outcome", rows, lambda r: r["state"].get("outcome") in config.allowed_outcomes)
+    if config.allowed_outcomes:  # an env without outcomes (reverse_text) filters on its rubric floors only
+        rows = keep("outcome", rows, lambda r: r["state"].get("outcome") in config.allowed_outcomes)
     rows = keep("invalid_moves", rows, lambda r: r["state"].get("invalid", 0) == 0)
     rows = keep("format", rows, lambda r: r["values"].get("format", 0.0) >= config.min_format)
     for name, low in config.min_values.items():
@@ -183,15 +204,15 @@ def game_key(messages: list[dict]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def sft_row(record: dict) -> dict:
-    """One SFT row: the game's messages plus what the checks and the trainer's sampler read."""
+def sft_row(record: dict, kept: tuple[str, ...] = ()) -> dict:
+    """One SFT row: the game's messages plus what the checks and the trainer's sampler read (`kept`: the env's
+    spec columns besides seed and stratum)."""
     spec = record["spec"]
     return {
         "messages": [{"role": m["role"], "content": m["content"]} for m in record["messages"]],
         "seed": record["seed"],
         "stratum": spec.get("stratum"),
-        "random_move_prob": spec.get("random_move_prob"),
-        "model_starts": spec.get("model_starts"),
+        **{column: spec.get(column) for column in kept},
         "outcome": record["state"].get("outcome"),
         "invalid_moves": record["state"].get("invalid", 0),
         "format": record["values"].get("format"),
@@ -232,26 +253,39 @@ def check_frame(rows: list[dict], held_out: set) -> pd.DataFrame:
     return frame
 
 
-def sft_expectations(config: Curate, rows: int, env: TicTacToeConfig, max_length: int) -> list:
-    """Schema, unique seeds and games, allowed outcomes, clean games, balanced strata, lengths within context."""
+def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: int) -> list:
+    """Schema, unique seeds and games, allowed outcomes, clean games, the env's spec ranges, balanced strata,
+    lengths within context. `config` has the env's defaults in (`with_env_defaults`)."""
     g = gxe()
-    low, high = env.random_move_prob
-    groups = env.num_groups
+    groups = checks.strata
     mean = rows / groups
     columns = [
-        "seed", "stratum", "random_move_prob", "model_starts", "outcome", "invalid_moves", "format",
+        "seed", "stratum", *checks.kept, "outcome", "invalid_moves", "format",
         "n_tokens", "roles", "game_key", "split", "stratum_count",
     ]  # fmt: skip
+    outcome = (
+        [g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(config.allowed_outcomes))]
+        if config.allowed_outcomes
+        else []
+    )
     expectations = [
         g.ExpectTableRowCountToBeBetween(min_value=1, description="some games survived curation"),
         g.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
         g.ExpectColumnValuesToNotBeNull(column="seed"),
         g.ExpectColumnValuesToBeUnique(column="seed"),
-        g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(config.allowed_outcomes)),
+        *outcome,
         g.ExpectColumnValuesToBeBetween(column="invalid_moves", min_value=0, max_value=0),
         g.ExpectColumnValuesToBeBetween(column="format", min_value=config.min_format, max_value=1.0),
-        g.ExpectColumnValuesToBeBetween(column="random_move_prob", min_value=low, max_value=high),
-        g.ExpectColumnValuesToBeInSet(column="model_starts", value_set=[True, False]),
+        *(
+            g.ExpectColumnValuesToBeBetween(column=column, min_value=low, max_value=high)
+            for column, (low, high) in checks.ranges.items()
+            if column in checks.kept
+        ),
+        *(
+            g.ExpectColumnValuesToBeInSet(column=column, value_set=values)
+            for column, values in checks.sets.items()
+            if column in checks.kept
+        ),
         g.ExpectColumnDistinctValuesToEqualSet(
             column="stratum", value_set=list(range(groups)), description="every difficulty stratum is present"
         ),

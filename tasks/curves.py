@@ -47,10 +47,13 @@ def plot_curves(curves: list[tuple[str, list[dict]]], path: Path) -> Path:
     """One PNG: each series against the cumulative GRPO step, stage boundaries marked (a note when there is none)."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     offset = 0
-    joined: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key, _ in SERIES}
+    keys = {k for _, points in curves for p in points for k in p}
+    # Tic-tac-toe's curve has its named series; another env's curve plots every value it has (its rubric means).
+    series = SERIES if keys & {k for k, _ in SERIES} else tuple((k, k) for k in sorted(keys - {"step"}))
+    joined: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key, _ in series}
     for index, (stage, points) in enumerate(curves):
         for point in points:
-            for key, _ in SERIES:
+            for key, _ in series:
                 if key in point:
                     joined[key][0].append(offset + point["step"])
                     joined[key][1].append(point[key])
@@ -58,7 +61,7 @@ def plot_curves(curves: list[tuple[str, list[dict]]], path: Path) -> Path:
             ax.axvline(offset, color="grey", linestyle=":", linewidth=1)
         ax.text(offset, 1.02, stage, fontsize=8, transform=ax.get_xaxis_transform())
         offset += max((p["step"] for p in points), default=0)
-    for key, label in SERIES:
+    for key, label in series:
         steps, values = joined[key]
         if steps:
             ax.plot(steps, values, marker="o", markersize=3, label=label)

@@ -1,4 +1,7 @@
-"""The evaluate stage: the opponent matrix of every policy, with metrics, tables, plots and a report.
+"""The evaluate stage: the env's evaluation suite for every policy, with metrics, tables, plots and a report.
+
+The env decides the suite (`evaluation_suite`): a game's opponent matrix (tasks/report.py writes it) or rubric
+means per difficulty stratum and split (tasks/rubric_report.py).
 
 python -m tasks.evaluate --policy base=data/models/base --policy minimax --games 50 --out data/eval
 """
@@ -14,12 +17,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from envs import Policy
-from tasks import tracking
+from envs import Policy, load_environment
+from tasks import report, rubric_report, tracking
 from tasks.curves import read_curves
 from tasks.matrix import RATES, MatrixInterrupted, MatrixResult, run_matrix
-from tasks.report import OUTPUTS, headline_metrics, write_report
-from tasks.sections import DEFAULT_OPPONENTS, Env, EvaluateConfig, Params
+from tasks.report import OUTPUTS
+from tasks.sections import Env, EvaluateConfig, Params
+
+# The module that writes a suite's outputs, by the env's `evaluation_suite`.
+REPORTS = {"matrix": report, "rubric": rubric_report}
+
+
+def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+    """The few numbers `dvc metrics` shows, as the suite's report computes them."""
+    return REPORTS[result.suite].headline_metrics(result, baseline)
+
+
+def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline: str | None = None) -> dict:
+    """Every output of the suite under `out_dir`; their paths by kind."""
+    return REPORTS[result.suite].write_report(result, out_dir, seed, baseline)
+
+
+def text_table(result: MatrixResult) -> str:
+    """The suite as a fixed-width table for a terminal."""
+    return REPORTS[result.suite].text_table(result)
+
 
 logger = logging.getLogger(__name__)
 
@@ -81,10 +103,11 @@ def mlflow_key(*parts: str) -> str:
 
 def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
     """Cell rates as metrics `eval/<policy>/<opponent>/<side>/<metric>` and every output as artifacts, if a run is active."""
+    names = (*RATES, "format", "turns") if result.suite == "matrix" else rubric_report.metric_names(result)
     metrics = {
         mlflow_key("eval", r["policy"], r["opponent"], r["side"], metric): r[metric]
         for r in result.rows
-        for metric in (*RATES, "format", "turns")
+        for metric in names
     }
     if not tracking.log_metrics(metrics):  # NaN (no moves to rate) is skipped there
         return False
@@ -100,12 +123,19 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
             "--policy",
             action="append",
             metavar="[NAME=]SPEC",
-            help="a row: scripted player (random, minimax-0.5, expert), model folder, hub id or OpenAI-compatible "
-            "URL; repeat for more rows (default: random and minimax)",
+            help="a row: scripted player (tictactoe: random, minimax-0.5, expert; any env: expert-<slip>, its "
+            "teacher), model folder, hub id or OpenAI-compatible URL; repeat for more rows (default: the env's "
+            "reference players; tictactoe: random and minimax)",
         )
         parser.add_argument("--baseline", default=None, help="row the report compares the others against")
     parser.add_argument(
-        "--opponents", default=",".join(DEFAULT_OPPONENTS), help="comma-separated: random, minimax-<p>"
+        "--env", default=Env.model_fields["name"].default, help="environment: registered name or module path"
+    )
+    parser.add_argument(
+        "--opponents",
+        default=None,
+        help="comma-separated suite columns (tictactoe: random, minimax-<p>; others: stratum-<k>); "
+        "default: the env's",
     )
     parser.add_argument("--games", type=int, default=defaults["games"], help="games per opponent and side")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), > 0 = sampled")
@@ -114,19 +144,10 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     )
     parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
     parser.add_argument("--max-batch-size", type=int, default=None, help="most games per policy call")
-    parser.add_argument(
-        "--rendering",
-        default="board",
-        choices=("board", "compact", "grid"),
-        help="board text (the env's default)",
-    )
-    parser.add_argument(
-        "--history",
-        default="current",
-        choices=("current", "full"),
-        help="what each turn reads (the env's default)",
-    )
-    parser.add_argument("--max-turns", type=int, default=8, help="model turns per game")
+    # tic-tac-toe's settings; unset, every env keeps its own defaults
+    parser.add_argument("--rendering", choices=("board", "compact", "grid"), help="tictactoe board text")
+    parser.add_argument("--history", choices=("current", "full"), help="tictactoe: what each turn reads")
+    parser.add_argument("--max-turns", type=int, default=None, help="model turns per episode")
     parser.add_argument(
         "--api-model",
         default=defaults["api_model"],
@@ -138,8 +159,10 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
 def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
     """An EvaluateConfig from parsed `add_arguments` options."""
     return EvaluateConfig(
-        policies=parse_policies(args.policy or ["random", "minimax"]),
-        opponents=[o.strip() for o in args.opponents.split(",") if o.strip()],
+        policies=parse_policies(
+            args.policy or list(load_environment(**env_from_args(args)).reference_policies)
+        ),
+        opponents=[o.strip() for o in args.opponents.split(",") if o.strip()] if args.opponents else None,
         games=args.games,
         seed=args.seed,
         temperature=args.temperature,
@@ -153,13 +176,9 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
 
 
 def env_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The `load_environment` kwargs of parsed `add_arguments` options."""
-    return {
-        "name": "tictactoe",
-        "rendering": args.rendering,
-        "history": args.history,
-        "max_turns": args.max_turns,
-    }
+    """The `load_environment` kwargs of parsed `add_arguments` options (the settings given)."""
+    settings = {"rendering": args.rendering, "history": args.history, "max_turns": args.max_turns}
+    return {"name": args.env, **{k: v for k, v in settings.items() if v is not None}}
 
 
 def parse_policies(items: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The generate stage: episode-spec datasets per split, stratified by opponent skill, validated, then written.
+"""The generate stage: episode-spec datasets per split, stratified by difficulty, validated, then written.
 
 python -m tasks.generate [--params params.yaml] [--profile smoke]
 
@@ -13,19 +13,17 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from envs import load_environment
-from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from envs.suite import SpecChecks
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.sections import Params
 from tasks.tracking import log_artifact, write_stage_metrics
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
-SPEC_COLUMNS = ["seed", "random_move_prob", "stratum", "model_starts", "start_moves"]
 SPLITS = ("train", "eval", "test")
 
 
@@ -37,14 +35,15 @@ def run(params: Params) -> dict:
     env = load_environment(**params.env.kwargs(), **config.env_settings())
     frames = {split: pd.DataFrame(env.get_dataset(split).to_list()) for split in SPLITS}
     sizes = {split: getattr(config, f"num_{split}") for split in SPLITS}
-    reports = validate_specs(frames, params.env.kwargs(), sizes)
+    checks = env.spec_checks()
+    reports = validate_specs(frames, checks, sizes)
     with atomic_dir(output_dir) as tmp:
         for split, frame in frames.items():
             write_jsonl(tmp / f"{split}.jsonl", frame.to_dict("records"))
         write_json(tmp / "validation.json", reports)
     metrics = {
         "episodes": sum(len(f) for f in frames.values()),
-        "splits": {split: split_metrics(frame) for split, frame in frames.items()},
+        "splits": {split: split_metrics(frame, checks) for split, frame in frames.items()},
         "seconds": round(time.monotonic() - start, 2),
     }
     headline = {k: metrics[k] for k in ("episodes", "seconds")}  # split sizes are params, shown already
@@ -54,13 +53,12 @@ def run(params: Params) -> dict:
     return metrics
 
 
-def split_metrics(frame: pd.DataFrame) -> dict:
-    """Rows, rows per stratum and the mean opponent skill of one split."""
+def split_metrics(frame: pd.DataFrame, checks: SpecChecks) -> dict:
+    """Rows, rows per stratum and the means the env reports of one split (tic-tac-toe: opponent skill)."""
     return {
         "episodes": len(frame),
         "per_stratum": {str(k): int(v) for k, v in frame["stratum"].value_counts().sort_index().items()},
-        "mean_random_move_prob": round(float(frame["random_move_prob"].mean()), 6),
-        "model_starts": round(float(frame["model_starts"].mean()), 6),
+        **{name: round(float(frame[column].mean()), 6) for name, column in checks.means.items()},
     }
 
 
@@ -75,14 +73,14 @@ def read_specs(specs_dir: str | Path, split: str) -> pd.DataFrame:
 
 
 def validate_specs(
-    frames: dict[str, pd.DataFrame], env: dict[str, Any], sizes: dict[str, int] | None = None
+    frames: dict[str, pd.DataFrame], checks: SpecChecks, sizes: dict[str, int] | None = None
 ) -> dict[str, dict]:
     """Validate each split (schema, ranges, balance, sizes) and seed uniqueness across splits; raise on failure."""
     reports = {}
     for split, frame in frames.items():
         expected = sizes.get(split) if sizes else None
         reports[split] = validate(
-            with_stratum_counts(frame), spec_expectations(env, len(frame), expected), f"specs {split}"
+            with_stratum_counts(frame), spec_expectations(checks, len(frame), expected), f"specs {split}"
         )
     if len(frames) > 1:
         seeds = pd.concat(
@@ -101,21 +99,26 @@ def with_stratum_counts(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def spec_expectations(env: dict[str, Any], rows: int, expected_rows: int | None = None) -> list:
-    """The suite of an episode-spec split: columns, unique integer seeds, skill in range, strata balanced."""
+def spec_expectations(checks: SpecChecks, rows: int, expected_rows: int | None = None) -> list:
+    """The suite of an episode-spec split: the env's columns, unique integer seeds, its ranges and value sets,
+    strata balanced."""
     g = gxe()
-    settings = TicTacToeConfig.from_kwargs(**{k: v for k, v in env.items() if k != "name"})
-    low, high = settings.random_move_prob
-    groups = settings.num_groups
+    groups = checks.strata
     expectations = [
-        g.ExpectTableColumnsToMatchSet(column_set=[*SPEC_COLUMNS, "stratum_count"], exact_match=True),
+        g.ExpectTableColumnsToMatchSet(column_set=[*checks.columns, "stratum_count"], exact_match=True),
         g.ExpectColumnValuesToNotBeNull(column="seed"),
         g.ExpectColumnValuesToBeOfType(column="seed", type_="int64"),
         g.ExpectColumnValuesToBeUnique(column="seed"),
         g.ExpectColumnValuesToBeBetween(column="seed", min_value=0),
-        g.ExpectColumnValuesToBeBetween(column="random_move_prob", min_value=low, max_value=high),
+        *(
+            g.ExpectColumnValuesToBeBetween(column=column, min_value=low, max_value=high)
+            for column, (low, high) in checks.ranges.items()
+        ),
         g.ExpectColumnValuesToBeInSet(column="stratum", value_set=list(range(groups))),
-        g.ExpectColumnValuesToBeInSet(column="model_starts", value_set=[True, False]),
+        *(
+            g.ExpectColumnValuesToBeInSet(column=column, value_set=values)
+            for column, values in checks.sets.items()
+        ),
         # Round-robin strata: every stratum holds floor or ceil of rows / groups.
         g.ExpectColumnValuesToBeBetween(
             column="stratum_count",

@@ -1,6 +1,10 @@
-"""The opponent matrix: policies (rows) against opponents x who moves first (columns), on a frozen suite.
+"""The evaluation matrix: policies (rows) against the env's suite columns (group x side), on a frozen suite.
 
-Every cell is a fixed list of episode seeds derived from the suite seed, the same for every policy, so rows are
+The env says what its columns are (`envs.suite.PipelineHooks`): a game's opponents x who moves first
+(`evaluation_suite = "matrix"`: win/draw/loss rates from counts) or difficulty strata x splits (`"rubric"`: rubric
+means with normal intervals). Row fields keep the names `opponent` (the column group) and `side`.
+
+Every cell is a fixed list of episode specs from the suite seed, the same for every policy, so rows are
 comparable and greedy reruns are identical. All games of one policy go through one batched rollout, so a local
 model answers every live game of every cell in one `generate` call per turn.
 """
@@ -9,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
+import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,15 +25,11 @@ from envs import Environment, Episode, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
 from envs.policies.vllm_server import VLLMServer
-from envs.stats import mean_ci, wilson_interval
-from envs.tictactoe.env import SPLIT_SEED_RANGES, TicTacToeEnv
-from envs.tictactoe.exact import exact_both_sides, memoized
-from envs.tictactoe.players import RandomPlayer, opponent_skill
+from envs.stats import Z95, mean_ci, wilson_interval
 from tasks.episodes import episode_env
 from tasks.sections import Env, EvaluateConfig
 
 logger = logging.getLogger(__name__)
-SIDES = ("first", "second")
 # Rates with a Wilson interval, each from a count of successes out of games (or moves, for optimality).
 RATES = ("win", "draw", "loss", "non_loss", "invalid", "move_optimality")
 MEANS = ("format", "turns")  # per-game means with a normal interval
@@ -45,6 +45,11 @@ class MatrixResult:
     opponents: list[str]
     games: int
     decoding: str
+    sides: tuple[str, ...] = ("first", "second")  # the second level of the columns (the env's suite_sides)
+    suite: str = "matrix"  # the env's evaluation_suite: which report writes the outputs
+    headline: str = "non_loss"  # the env's headline metric
+    render: Callable[[Episode], str] | None = None  # the env's render_episode, for sample episodes
+    exact_note: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
     # policy -> opponent -> exact expected rates, both sides pooled (greedy local models only)
     exact: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
@@ -75,23 +80,6 @@ class MatrixInterrupted(RuntimeError):
         return f"{message}; the rows that finished ({finished}) are written to {self.saved_to}/"
 
 
-def suite_specs(env: TicTacToeEnv, opponents: Sequence[str], games: int, seed: int) -> list[dict]:
-    """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
-    low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
-    specs = []
-    for opponent in opponents:
-        p = opponent_skill(opponent)
-        for side in SIDES:
-            # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
-            rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
-            for s in rng.sample(range(low, high), games):
-                spec = env.make_spec(s)
-                spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the skill here
-                spec.update(random_move_prob=p, model_starts=side == "first", opponent=opponent, side=side)
-                specs.append(spec)
-    return specs
-
-
 def counts(rows: Sequence[dict], metric: str) -> tuple[int, int]:
     """Successes and trials of a rate, summed over rows (exact: rows keep their counts)."""
     if metric == "move_optimality":
@@ -106,7 +94,10 @@ def counts(rows: Sequence[dict], metric: str) -> tuple[int, int]:
 
 
 def pooled(rows: Sequence[dict], metric: str) -> dict[str, float]:
-    """A rate pooled over rows (e.g. both sides, or a whole row of the matrix) with its 95% Wilson interval."""
+    """A metric pooled over rows (e.g. both sides, or a whole row of the matrix) with its 95% interval: a game
+    rate from its counts (Wilson), a rubric mean from each row's mean, spread and games (normal)."""
+    if rows and f"{metric}_sd" in rows[0]:
+        return pooled_mean(rows, metric)
     successes, n = counts(rows, metric)
     low, high = wilson_interval(successes, n)
     if not n:
@@ -131,14 +122,52 @@ def summary(rows: Sequence[dict]) -> dict[str, float]:
     return out
 
 
+def pooled_mean(rows: Sequence[dict], metric: str) -> dict[str, float]:
+    """A rubric mean pooled over rows, its variance rebuilt from each row's mean, spread and size."""
+    n = sum(r["games"] for r in rows)
+    if not n:
+        return {"mean": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
+    mean = sum(r[metric] * r["games"] for r in rows) / n
+    squares = sum(
+        (r["games"] - 1) * r[f"{metric}_sd"] ** 2 + r["games"] * (r[metric] - mean) ** 2 for r in rows
+    )
+    half = Z95 * math.sqrt(squares / (n - 1) / n) if n > 1 else 0.0
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
+
+
+def rubric_row(
+    policy: str, group: str, side: str, decoding: str, episodes: Sequence[Episode], names: Sequence[str]
+) -> dict:
+    """One tidy row of a rubric suite: games, errors, then each rubric metric's mean, 95% interval and spread."""
+    row = {"policy": policy, "opponent": group, "side": side, "decoding": decoding, "games": len(episodes)}
+    row["errored"] = sum(ep.error is not None for ep in episodes)
+    for metric in names:
+        values = [ep.reward if metric == "reward" else ep.values.get(metric, 0.0) for ep in episodes]
+        stats = mean_ci(values)
+        spread = (
+            math.sqrt(sum((v - stats["mean"]) ** 2 for v in values) / (len(values) - 1))
+            if len(values) > 1
+            else 0.0
+        )
+        row.update(
+            {
+                metric: stats["mean"],
+                f"{metric}_ci_low": stats["ci_low"],
+                f"{metric}_ci_high": stats["ci_high"],
+            }
+        )
+        row[f"{metric}_sd"] = spread
+    return row
+
+
 def cell_row(policy: str, opponent: str, side: str, decoding: str, episodes: Sequence[Episode]) -> dict:
-    """One tidy row: counts, then every metric with its 95% interval."""
+    """One tidy row of a game matrix: counts, then every metric with its 95% interval."""
     outcomes = [ep.state.get("outcome") for ep in episodes]
     row = {
         "policy": policy,
         "opponent": opponent,
         "side": side,
-        "opponent_random_move_prob": opponent_skill(opponent),
+        "opponent_random_move_prob": episodes[0].spec["random_move_prob"],
         "decoding": decoding,
         "games": len(episodes),
         "wins": outcomes.count("win"),
@@ -196,7 +225,7 @@ class _Progress:
 
 
 def play_row(
-    env: TicTacToeEnv,
+    env: Environment,
     name: str,
     policy: Policy,
     specs: Sequence[dict],
@@ -213,12 +242,14 @@ def play_row(
     return episodes
 
 
-def exact_row(env: TicTacToeEnv, policy: Policy, opponents: Sequence[str]) -> dict[str, dict[str, float]]:
-    """A greedy policy's exact expected rates against each opponent, both sides pooled (no sampling noise)."""
+def exact_row(
+    env: Environment, policy: Policy, opponents: Sequence[str]
+) -> dict[str, dict[str, float]] | None:
+    """A greedy policy's exact expected rates per column group, when the env computes them (no sampling noise)."""
     start = time.perf_counter()
-    policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
-    out = {o: exact_both_sides(env, policy, opponent_skill(o))["both"] for o in opponents}
-    logger.info("exact results in %.1f s", time.perf_counter() - start)
+    out = env.exact_suite(policy, opponents)
+    if out is not None:
+        logger.info("exact results in %.1f s", time.perf_counter() - start)
     return out
 
 
@@ -229,7 +260,7 @@ def exact_lines(result: MatrixResult) -> list[str]:
     md = [
         "## Exact results (greedy model rows, no sampling noise)",
         "",
-        "Expected rates summed over every reply the opponent can make (`envs/tictactoe/exact.py`), both sides pooled.",
+        result.exact_note,
         "",
         "| policy | opponent | win | draw | loss | games with an invalid move | optimal moves |",
         "|---|---|---|---|---|---|---|",
@@ -250,21 +281,27 @@ def run_matrix(
 ) -> MatrixResult:
     """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name.
 
-    `env`: the params' `env` section (board text, turn limit, and `url`: where the games are played) or its
-    `load_environment` kwargs; default: tictactoe's own. Exact results are always computed here.
+    `env`: the params' `env` section (its settings, and `url`: where the games are played) or its
+    `load_environment` kwargs; default: the default env's. Exact results are always computed here.
     """
     built = dict(built or {})
-    section = env if isinstance(env, Env) else Env.model_validate(dict(env or {"name": "tictactoe"}))
+    section = env if isinstance(env, Env) else Env.model_validate(dict(env or {}))
     local = load_environment(**section.kwargs())
-    specs = suite_specs(local, config.opponents, config.games, config.seed)
+    groups = config.opponents or local.suite_groups()
+    specs = local.suite_specs(groups, config.games, config.seed)
     play = episode_env(section, local, live=len(specs))  # a row's games are all live together
     result = MatrixResult(
         rows=[],
         episodes={},
         policies=dict(config.policies),
-        opponents=list(config.opponents),
+        opponents=list(groups),
         games=config.games,
         decoding=config.decoding,
+        sides=tuple(local.suite_sides),
+        suite=local.evaluation_suite,
+        headline=local.headline_metric,
+        render=local.render_episode,
+        exact_note=local.exact_note,
     )
     for name, spec in config.policies.items():
         try:
@@ -293,7 +330,7 @@ def _served(
 def _play_policy_row(
     result: MatrixResult,
     play: Environment,
-    local: TicTacToeEnv,
+    local: Environment,
     specs: list[dict],
     config: EvaluateConfig,
     name: str,
@@ -309,11 +346,12 @@ def _play_policy_row(
                 temperature=config.temperature,
                 max_new_tokens=config.max_new_tokens,
                 model=model,
+                env=local,
             )
             if isinstance(spec, str)
             else spec
         )
-        decoding = "scripted" if isinstance(policy, RandomPlayer) else config.decoding
+        decoding = "scripted" if getattr(policy, "scripted", False) else config.decoding
         start = time.perf_counter()
         episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
         result.seconds[name] = seconds = time.perf_counter() - start
@@ -325,9 +363,15 @@ def _play_policy_row(
         len(episodes) / max(seconds, 1e-9),
     )
     if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
-        result.exact[name] = exact_row(local, policy, config.opponents)
+        exact = exact_row(local, policy, result.opponents)
+        if exact is not None:
+            result.exact[name] = exact
     del policy  # a local model's memory goes before the next row loads
     result.episodes[name] = episodes
-    for i, (opponent, side) in enumerate((o, s) for o in config.opponents for s in SIDES):
+    metrics = ("reward", *local.rubric.names)
+    for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
         cell = episodes[i * config.games : (i + 1) * config.games]
-        result.rows.append(cell_row(name, opponent, side, decoding, cell))
+        if result.suite == "matrix":
+            result.rows.append(cell_row(name, group, side, decoding, cell))
+        else:
+            result.rows.append(rubric_row(name, group, side, decoding, cell, metrics))

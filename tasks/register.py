@@ -127,6 +127,9 @@ def run(params: Params) -> dict:
         )
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
+    from envs import load_environment  # lazy, like mlflow: the stage's own imports stay few
+
+    metric = config.metric or load_environment(**params.env.kwargs()).headline_metric
     hashes = dvc_hashes(config.lock_file)
     names = list(config.lineage)
     parent = names[names.index(config.candidate) - 1] if names.index(config.candidate) else None
@@ -147,13 +150,11 @@ def run(params: Params) -> dict:
         pip_requirements=PIP_REQUIREMENTS,
     )
     version = mlflow.register_model(info.model_uri, config.model_name, tags=tags)
-    overall = pooled(rows, config.metric)["mean"]
-    client.set_model_version_tag(
-        config.model_name, version.version, f"eval.{config.metric}", f"{overall:.4f}"
-    )
+    overall = pooled(rows, metric)["mean"]
+    client.set_model_version_tag(config.model_name, version.version, f"eval.{metric}", f"{overall:.4f}")
 
     references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
-    promoted, reason = decide(champion, rows, config.metric, config.candidate, references)
+    promoted, reason = decide(champion, rows, metric, config.candidate, references)
     if promoted:
         client.set_registered_model_alias(config.model_name, config.alias, version.version)
     client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())
@@ -163,7 +164,7 @@ def run(params: Params) -> dict:
         "version": int(version.version),
         "promoted": promoted,
         "reason": reason,
-        f"candidate_{config.metric}": overall,
+        f"candidate_{metric}": overall,
     }
     write_metrics(Path(params.layout.metrics) / "register.json", metrics)
     return metrics

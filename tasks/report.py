@@ -1,5 +1,5 @@
-"""Outputs of the opponent matrix: headline metrics, the whole matrix (JSON and tidy CSV), two plots and a Markdown
-report, all written atomically."""
+"""Outputs of a game's opponent matrix (an env whose `evaluation_suite` is "matrix"): headline metrics, the whole
+matrix (JSON and tidy CSV), two plots and a Markdown report, all written atomically."""
 
 from __future__ import annotations
 
@@ -19,11 +19,10 @@ import numpy as np  # noqa: E402
 
 from envs import Episode  # noqa: E402
 from envs.policies.loading import SCRIPTED  # noqa: E402
-from envs.tictactoe.render import parse_board  # noqa: E402
 from tasks.atomic import write_atomic, write_text  # noqa: E402
 from tasks.compare import compare, conclusion  # noqa: E402
 from tasks.curves import plot_curves  # noqa: E402
-from tasks.matrix import SIDES, MatrixResult, exact_lines, pooled, summary  # noqa: E402
+from tasks.matrix import MatrixResult, exact_lines, pooled, summary  # noqa: E402
 
 OUTPUTS = {
     "metrics": "metrics.json",
@@ -35,6 +34,15 @@ OUTPUTS = {
     "curve": "learning_curve.png",
 }
 SIDE_LABEL = {"first": "moves first", "second": "moves second"}
+# What the plots say, for a game matrix; a rubric suite passes its own (tasks/rubric_report.py).
+GAME_LABELS = {
+    "title": "Non-loss rate",
+    "axis": "non-loss rate (win + draw)",
+    "columns": "opponent; the policy moves first (X) or second (O)",
+    "interval": "95% Wilson interval",
+    "bar_columns": "opponent",
+    "pooled": "both sides",
+}
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
 
 
@@ -118,12 +126,15 @@ def _title(fig: plt.Figure, *lines: str) -> str:
     return "\n".join(textwrap.fill(line, width=width) for line in lines)
 
 
-def plot_heatmap(result: MatrixResult, path: Path) -> Path:
-    """Non-loss rate of every cell, value and interval written in it; policies down, opponent/side across."""
+def plot_heatmap(
+    result: MatrixResult, path: Path, metric: str = "non_loss", labels: dict | None = None
+) -> Path:
+    """A metric (non-loss rate) of every cell, value and interval written in it; policies down, columns across."""
+    labels = labels or GAME_LABELS
     names = list(result.policies)
-    columns = [(o, s) for o in result.opponents for s in SIDES]
+    columns = [(o, s) for o in result.opponents for s in result.sides]
     cells = [[result.row(p, o, s) for o, s in columns] for p in names]
-    values = np.array([[c["non_loss"] for c in row] for row in cells])
+    values = np.array([[c[metric] for c in row] for row in cells])
     label_width = 0.08 * max(len(n) for n in names)  # inches taken by the longest row name
     fig, ax = plt.subplots(
         figsize=(max(8.0, 1.15 * len(columns) + label_width + 2.5), max(3.2, 0.65 * len(names) + 2.4))
@@ -131,27 +142,27 @@ def plot_heatmap(result: MatrixResult, path: Path) -> Path:
     image = ax.imshow(values, cmap="RdYlGn", vmin=0.0, vmax=1.0, aspect="auto")
     for i, row in enumerate(cells):
         for j, c in enumerate(row):
-            v = c["non_loss"]
+            v = c[metric]
             color = "black" if 0.2 < v < 0.85 else "white"  # dark ends of RdYlGn need white text
             ax.text(
                 j, i - 0.12, f"{v:.2f}", ha="center", va="center", color=color, fontsize=11, weight="bold"
             )
             ax.text(
-                j, i + 0.22, f"[{c['non_loss_ci_low']:.2f}, {c['non_loss_ci_high']:.2f}]", ha="center",
+                j, i + 0.22, f"[{c[metric + '_ci_low']:.2f}, {c[metric + '_ci_high']:.2f}]", ha="center",
                 va="center", color=color, fontsize=7,
             )  # fmt: skip
     for k in range(1, len(result.opponents)):
         ax.axvline(2 * k - 0.5, color="white", linewidth=3)  # separates opponents
-    ax.set_xticks(range(len(columns)), [f"{o}\n{SIDE_LABEL[s]}" for o, s in columns], fontsize=8)
+    ax.set_xticks(range(len(columns)), [f"{o}\n{SIDE_LABEL.get(s, s)}" for o, s in columns], fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=9)
-    ax.set_xlabel("opponent; the policy moves first (X) or second (O)")
+    ax.set_xlabel(labels["columns"])
     ax.set_ylabel("policy")
-    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label("non-loss rate (win + draw)")
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02).set_label(labels["axis"])
     ax.set_title(
         _title(
             fig,
-            f"Non-loss rate of {', '.join(names)}",
-            f"{result.games} games per cell, {result.decoding}; [95% Wilson interval]",
+            f"{labels['title']} of {', '.join(names)}",
+            f"{result.games} games per cell, {result.decoding}; [{labels['interval']}]",
         ),
         fontsize=10,
     )
@@ -161,8 +172,9 @@ def plot_heatmap(result: MatrixResult, path: Path) -> Path:
     return path
 
 
-def plot_bars(result: MatrixResult, path: Path) -> Path:
-    """Non-loss rate of each policy against each opponent (both sides pooled), with 95% interval error bars."""
+def plot_bars(result: MatrixResult, path: Path, metric: str = "non_loss", labels: dict | None = None) -> Path:
+    """A metric (non-loss rate) of each policy per column group (sides pooled), with 95% interval error bars."""
+    labels = labels or GAME_LABELS
     names, opponents = list(result.policies), result.opponents
     width = 0.8 / len(opponents)
     colors = plt.get_cmap("viridis")(np.linspace(0.0, 0.9, len(opponents)))
@@ -170,35 +182,33 @@ def plot_bars(result: MatrixResult, path: Path) -> Path:
     x = np.arange(len(names))
     for k, opponent in enumerate(opponents):
         stats = [
-            summary([r for r in result.rows if r["policy"] == p and r["opponent"] == opponent]) for p in names
+            pooled([r for r in result.rows if r["policy"] == p and r["opponent"] == opponent], metric)
+            for p in names
         ]
-        means = np.array([s["non_loss"] for s in stats])
-        bounds = [
-            [m - s["non_loss_ci_low"], s["non_loss_ci_high"] - m] for m, s in zip(means, stats, strict=True)
-        ]
+        means = np.array([s["mean"] for s in stats])
+        bounds = [[m - s["ci_low"], s["ci_high"] - m] for m, s in zip(means, stats, strict=True)]
         errors = np.clip(
             np.array(bounds).T, 0.0, None
         )  # rounding can put a bound a hair inside a rate of 0 or 1
         offset = (k - (len(opponents) - 1) / 2) * width
         bars = ax.bar(x + offset, means, width, yerr=errors, capsize=3, color=colors[k], label=opponent)
         if len(names) * len(opponents) <= 40:
-            labels = [f"{m:.2f}" for m in means]
+            texts = [f"{m:.2f}" for m in means]
             box = {"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "linewidth": 0}
-            ax.bar_label(
-                bars, labels, fontsize=7, label_type="center", bbox=box
-            )  # readable on any bar colour
+            ax.bar_label(bars, texts, fontsize=7, label_type="center", bbox=box)  # readable on any bar colour
     tilt = len(names) > 2 and max(len(n) for n in names) > 14  # long names side by side would overlap
     ax.set_xticks(x, names, rotation=20 if tilt else 0, ha="right" if tilt else "center")
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("policy (rows in lineage order)")
-    ax.set_ylabel("non-loss rate (win + draw)")
+    ax.set_ylabel(labels["axis"])
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(title="opponent", loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.legend(title=labels["bar_columns"], loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    games = len(result.sides) * result.games
     ax.set_title(
         _title(
             fig,
-            f"Non-loss rate of {', '.join(names)} by opponent",
-            f"{2 * result.games} games per bar (both sides), {result.decoding}; bars: 95% Wilson interval",
+            f"{labels['title']} of {', '.join(names)} by {labels['bar_columns']}",
+            f"{games} games per bar ({labels['pooled']}), {result.decoding}; bars: {labels['interval']}",
         ),
         fontsize=10,
     )
@@ -231,34 +241,6 @@ def text_table(result: MatrixResult) -> str:
     return "\n".join(lines)
 
 
-def render_game(episode: Episode) -> str:
-    """A game as a row of boards (what the policy saw each turn, then the end) and the policy's replies."""
-    boards, replies = [], []
-    for i, message in enumerate(episode.messages):
-        if message.get("role") == "assistant":
-            shown = next(
-                (parse_board(m["content"]) for m in reversed(episode.messages[:i]) if m["role"] == "user"),
-                None,
-            )
-            boards.append((f"turn {len(replies) + 1}", shown or "?" * 9))
-            replies.append(message.get("content") or "")
-    boards.append(("end", episode.state["board"]))
-    blocks = []
-    for start in range(0, len(boards), 6):
-        chunk = boards[start : start + 6]
-        lines = ["".join(f"{label:<14}" for label, _ in chunk)]
-        for r in range(3):
-            lines.append("".join(f"{' | '.join(b[3 * r : 3 * r + 3]):<14}" for _, b in chunk))
-        blocks.append("\n".join(line.rstrip() for line in lines))
-    # A valid move always changes the board, so an unchanged next board marks an invalid reply.
-    invalid = [boards[k][1] == boards[k + 1][1] for k in range(len(replies))]
-    said = [
-        f"turn {k + 1}{' (invalid)' if bad else ''}: {json.dumps(text)[:100]}"
-        for k, (text, bad) in enumerate(zip(replies, invalid, strict=True))
-    ]
-    return "\n\n".join(blocks) + "\n\n" + "\n".join(said).replace("`", "'")
-
-
 def sample_games(episodes: list[Episode]) -> list[tuple[str, Episode]]:
     """A win, a loss and a game with an invalid move, when there are such games (first in suite order)."""
     kinds = {
@@ -278,7 +260,7 @@ def sample_games(episodes: list[Episode]) -> list[tuple[str, Episode]]:
 def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None) -> str:
     """The report: settings, plots, summary, the full matrix, comparisons and sample games."""
     names = list(result.policies)
-    cols = [(o, s) for o in result.opponents for s in SIDES]
+    cols = [(o, s) for o in result.opponents for s in result.sides]
     md = [
         "# Opponent matrix",
         "",
@@ -377,7 +359,7 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 f"Outcome: {ep.state.get('outcome') or 'loss (out of turns)'}; invalid moves: {ep.state.get('invalid', 0)}.",
                 "",
                 "```text",
-                render_game(ep),
+                result.render(ep),
                 "```",
                 "",
             ]

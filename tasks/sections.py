@@ -22,8 +22,6 @@ from envs.policies.loading import SCRIPTED
 from envs.policies.openai_policy_config import OpenAIPolicyConfig, redact_url
 from envs.policies.scratch_model_config import ScratchModelConfig
 from envs.policies.vllm_server_config import VLLMServerConfig
-from envs.tictactoe.players import opponent_skill
-from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL
 from envs.training.curriculum_config import CurriculumStage
 
 # The library configs stay plain dataclasses in envs/; validated here with unknown keys refused.
@@ -156,14 +154,16 @@ class Synthesize(Section):
     """OpenAI-compatible base URL ending in /v1; null starts the embedded teacher on a loopback port."""
     teacher_model: str | None = Field(None, min_length=1)
     """A model folder (a checkpoint such as data/models/sft) or hub id served by vLLM as the teacher (`make vllm`):
-    the stage starts it on a loopback port, under the name `teacher.model`, and stops it at the end; null: none."""
+    the stage starts it on a loopback port, under the name `teacher.model` (null: the folder's), and stops it at
+    the end; null: none."""
     vllm: VLLMServer = Field(default_factory=VLLMServer)
     """How that server starts (envs/policies/vllm_server_config.py): vLLM's venv, dtype, context, KV cache."""
-    teacher_skill: float = Field(TEACHER_SKILL, ge=0.0, le=1.0)
-    """Embedded teacher only: its slip rate in quiet positions (0.5 is calibrated like gpt-5-mini)."""
-    teacher: Teacher = Field(default_factory=lambda: Teacher(model=TEACHER_MODEL, max_concurrency=16))
+    teacher_skill: float | None = Field(None, ge=0.0, le=1.0)
+    """Embedded teacher only: its slip rate; null = the env's calibrated default (tic-tac-toe: 0.5, like
+    gpt-5-mini)."""
+    teacher: Teacher = Field(default_factory=lambda: Teacher(model=None, max_concurrency=16))
     """The teacher's client: `OpenAIPolicyConfig` fields (envs/policies/openai_policy_config.py) but base_url;
-    `api_key_env` is the NAME of the variable holding the key."""
+    `api_key_env` is the NAME of the variable holding the key; `model` null = the embedded teacher's (the env's)."""
     batch_size: int = Field(64, ge=1)
     """Episodes played together; each finished batch is journaled (keep it when resuming)."""
     requests_per_second: float | None = Field(None, gt=0.0)
@@ -187,13 +187,15 @@ class Synthesize(Section):
 class Curate(Section):
     """Teacher games filtered (outcome, invalid moves, format), deduplicated and balanced into the SFT data."""
 
-    allowed_outcomes: list[Literal["win", "draw", "loss"]] = Field(["win", "draw"], min_length=1)
-    """Outcomes kept; the rest are dropped."""
+    allowed_outcomes: list[str] | None = Field(None, min_length=1)
+    """Outcomes kept (among the env's `outcomes`); the rest are dropped. Null = the env's default (tic-tac-toe:
+    win and draw)."""
     min_format: float = Field(1.0, ge=0.0, le=1.0)
     """Lowest share of well-formed replies a kept game may have."""
-    min_values: dict[str, float] = Field(default_factory=lambda: {"move_optimality": 1.0})
+    min_values: dict[str, float] | None = None
     """Lowest value of each named rubric metric a kept game may have (the env's verifier: for tic-tac-toe the
-    solver's share of value-keeping moves); each is a filter of its own, counted in `dropped`."""
+    solver's share of value-keeping moves); each is a filter of its own, counted in `dropped`. Null = the env's
+    default (tic-tac-toe: move_optimality 1.0)."""
     dedupe: bool = False
     """Keep one game of each identical conversation."""
     balance: bool = False
@@ -299,9 +301,6 @@ class GRPO(Section):
         return data
 
 
-DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
-
-
 def _lineage() -> dict[str, str]:
     # The models of the default curriculum in training order: the evaluation's model rows, register's lineage.
     models = ["base", "sft", *(f"grpo-{stage}" for stage in _default_stages())]
@@ -313,13 +312,15 @@ def _default_policies() -> dict[str, str]:
 
 
 class EvaluateConfig(Section):
-    """The opponent matrix: rows are policies, columns opponents x who starts; every cell plays the same
-    frozen games (seeded by `seed` alone). The board text and turn limit are the `env` section's."""
+    """The evaluation matrix: rows are policies, columns the env's suite (tic-tac-toe: opponents x who starts;
+    others: difficulty strata x splits); every cell plays the same frozen games (seeded by `seed` alone). The env's
+    settings (board text, turn limit) are the `env` section's."""
 
     policies: dict[str, str] = Field(default_factory=_default_policies, min_length=1)
     """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order."""
-    opponents: list[str] = Field(default_factory=lambda: list(DEFAULT_OPPONENTS), min_length=1)
-    """Column opponents, weakest first: `random` or `minimax-<random-move probability>`."""
+    opponents: list[str] | None = Field(None, min_length=1)
+    """Column groups, weakest first (tic-tac-toe: `random` or `minimax-<random-move probability>`; others:
+    `stratum-<k>`); null = the env's own (`suite_groups`), checked by the env when the stage runs."""
     games: int = Field(200, ge=1)
     """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
     seed: int = 0
@@ -346,11 +347,10 @@ class EvaluateConfig(Section):
 
     @field_validator("opponents")
     @classmethod
-    def _known_opponents(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
+    def _distinct_opponents(cls, value: list[str] | None) -> list[str] | None:
+        # Which names exist is the env's to say (`check_suite_groups`), when the stage has loaded it.
+        if value is not None and len(set(value)) != len(value):
             raise ValueError(f"opponents {value} repeat a name; list each opponent once")
-        for name in value:
-            opponent_skill(name)  # raises with the accepted names
         return value
 
     @model_validator(mode="after")
@@ -400,8 +400,9 @@ class Register(Section):
     """Matrix row the candidate must be no worse than in any column (the teacher); null skips that gate."""
     alias: str = "champion"
     """Alias of the best version so far."""
-    metric: str = "non_loss"
-    """Rate compared between candidate and champion per matrix column (95% intervals)."""
+    metric: str | None = None
+    """Metric compared between candidate and champion per matrix column (95% intervals); null = the env's
+    headline metric (tic-tac-toe: non_loss)."""
     max_new_tokens: int = Field(16, ge=1)
     """Tokens per reply when the champion is replayed; keep it equal to evaluate's."""
     lock_file: str = "dvc.lock"

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from envs import Policy, load_environment
+from envs import Environment, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
 from envs.policies.openai_server import serve_in_thread
 from envs.policies.vllm_server import VLLMServer
-from envs.tictactoe.teacher import teacher_app
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.episodes import episode_env
 from tasks.fingerprint import content_digest, digest
@@ -40,7 +39,6 @@ from tasks.tracking import log_artifact, log_dict, log_metrics, write_stage_metr
 from tasks.validation import gxe, validate
 
 logger = logging.getLogger(__name__)
-OUTCOMES = ("win", "draw", "loss")
 
 
 class RateLimited:
@@ -79,36 +77,51 @@ class RateLimited:
 
 
 @contextlib.contextmanager
-def teacher_endpoint(config: Synthesize) -> Iterator[str]:
-    """The teacher's base URL: the configured endpoint, a checkpoint served by vLLM for the duration, or the
+def teacher_endpoint(config: Synthesize, env: Environment) -> Iterator[str]:
+    """The teacher's base URL: the configured endpoint, a checkpoint served by vLLM for the duration, or the env's
     embedded teacher served for the duration."""
     if config.teacher_url:
         yield config.teacher_url
         return
     if config.teacher_model:
-        with VLLMServer(config.teacher_model, config.vllm, name=config.teacher.model) as server:
+        with VLLMServer(config.teacher_model, config.vllm, name=teacher_model(config, env)) as server:
             yield server.base_url
         return
-    with serve_in_thread(teacher_app(config.teacher_skill, config.teacher.model)) as url:
-        logger.info("embedded teacher (skill %.2f) serving at %s", config.teacher_skill, url)
+    skill = teacher_skill(config, env)
+    with serve_in_thread(env.teacher_app(skill, teacher_model(config, env))) as url:
+        logger.info("embedded %s teacher (skill %.2f) serving at %s", env.name, skill, url)
         yield url
 
 
-def teacher_policy(config: Synthesize, base_url: str, seed: int) -> OpenAIPolicy:
+def teacher_skill(config: Synthesize, env: Environment) -> float:
+    """The embedded teacher's slip rate: the section's, or the env's default."""
+    return env.teacher_skill if config.teacher_skill is None else config.teacher_skill
+
+
+def teacher_model(config: Synthesize, env: Environment) -> str | None:
+    """The model name requests carry: the section's, the embedded teacher's, or None (the endpoint's only one; a
+    vLLM teacher serves under its folder's name)."""
+    return config.teacher.model or (None if config.teacher_url or config.teacher_model else env.teacher_model)
+
+
+def teacher_policy(config: Synthesize, base_url: str, seed: int, model: str | None = None) -> OpenAIPolicy:
     """The OpenAI-protocol client of the teacher (`synthesize.teacher`) at `base_url`, with a batch's seed."""
-    return OpenAIPolicy(dataclasses.replace(config.teacher, base_url=base_url, seed=seed))
+    return OpenAIPolicy(
+        dataclasses.replace(config.teacher, base_url=base_url, seed=seed, model=model or config.teacher.model)
+    )
 
 
 def fingerprint(params: Params) -> str:
     """Hash of everything that decides how an episode plays out; a journal is only resumed under the same one."""
     config, teacher = params.synthesize, params.synthesize.teacher
-    who = {"url": config.teacher_url or "embedded", "model": teacher.model}
+    env = load_environment(**params.env.kwargs())
+    who = {"url": config.teacher_url or "embedded", "model": teacher_model(config, env)}
     if config.teacher_model:  # what the checkpoint is, not where: a retrained one plays other games
         model = config.teacher_model
         weights = content_digest(model) if Path(model).exists() else model  # a hub id names its weights
         who.update(url="vllm", weights=weights, dtype=config.vllm.dtype)
     elif not config.teacher_url:
-        who["skill"] = config.teacher_skill
+        who["skill"] = teacher_skill(config, env)
     decisive = {
         "env": params.env.kwargs(),
         "teacher": who,
@@ -125,7 +138,7 @@ def journal_path(params: Params) -> Path:
     return Path(params.layout.work) / "synthesize" / f"{fingerprint(params)}.jsonl"
 
 
-def load_specs(params: Params) -> list[dict]:
+def load_specs(params: Params, env: Environment) -> list[dict]:
     """The specs to play, after the split passed the generate stage's validation (bad input stops here)."""
     config = params.synthesize
     path = Path(params.layout.datasets) / f"{config.split}.jsonl"
@@ -134,7 +147,7 @@ def load_specs(params: Params) -> list[dict]:
             f"no episode specs at {path}; run the generate stage first (dvc repro generate)"
         )
     specs = read_jsonl(path)
-    validate_specs({config.split: pd.DataFrame(specs)}, params.env.kwargs())
+    validate_specs({config.split: pd.DataFrame(specs)}, env.spec_checks())
     return specs[: config.num_episodes]
 
 
@@ -162,8 +175,10 @@ def run(params: Params) -> dict:
     (headline: games, the teacher's outcome and invalid-game rates, retries, seconds; the rest in the details)."""
     config = params.synthesize
     start = time.monotonic()
-    specs = load_specs(params)
-    env = episode_env(params.env, load_environment(**params.env.kwargs()), live=config.batch_size)
+    local = load_environment(**params.env.kwargs())
+    specs = load_specs(params, local)
+    env = episode_env(params.env, local, live=config.batch_size)
+    model = teacher_model(config, local)
     journal = Journal(journal_path(params))
     wanted = {spec["seed"]: spec for spec in specs}
     # A journaled episode counts only if it was played from the very same spec.
@@ -185,10 +200,10 @@ def run(params: Params) -> dict:
     )  # one pace across batches
     play_start = time.monotonic()
     if todo:
-        with teacher_endpoint(config) as base_url:
+        with teacher_endpoint(config, local) as base_url:
             try:
                 for index, batch in batches(specs, config.batch_size, skip=resumed):
-                    policy = teacher_policy(config, base_url, batch_seed(config.teacher.seed, index))
+                    policy = teacher_policy(config, base_url, batch_seed(config.teacher.seed, index), model)
                     if limiter:
                         limiter.policy = policy
                     try:
@@ -212,7 +227,9 @@ def run(params: Params) -> dict:
                 raise
     play_seconds = time.monotonic() - play_start
     records = [resumed.get(spec["seed"]) or played[spec["seed"]] for spec in specs]
-    report = validate(episode_frame(records), episode_expectations(len(specs)), "teacher episodes")
+    report = validate(
+        episode_frame(records), episode_expectations(len(specs), local.outcomes), "teacher episodes"
+    )
     with atomic_dir(params.layout.episodes) as tmp:
         write_jsonl(tmp / "episodes.jsonl", records)
         write_json(tmp / "validation.json", report)
@@ -226,16 +243,16 @@ def run(params: Params) -> dict:
         "requests": stats.requests,
         "retries": stats.retries,
         "cache_hits": stats.cache_hits,
-        "teacher": outcome_rates(records),
+        "teacher": outcome_rates(records, local.outcomes),
         "per_stratum": {
-            str(s): outcome_rates([r for r in records if r["spec"].get("stratum") == s])
+            str(s): outcome_rates([r for r in records if r["spec"].get("stratum") == s], local.outcomes)
             for s in sorted({r["spec"].get("stratum") for r in records}, key=str)
         },
     }
     teacher = metrics["teacher"]
     headline = {
         "episodes": len(records),
-        **{f"teacher_{o}": teacher[o] for o in OUTCOMES},
+        **{f"teacher_{o}": teacher[o] for o in (*local.outcomes, "reward") if o in teacher},
         "teacher_invalid": teacher["invalid_games"],
         "retries": stats.retries,
         "seconds": metrics["seconds"],
@@ -267,13 +284,17 @@ def _progress(before: int, done: int, total: int, played: int, seconds: float, s
     log_metrics({"episodes_done": done, "episodes_per_second": rate}, step=done)
 
 
-def outcome_rates(records: list[dict]) -> dict:
-    """Share of wins, draws and losses, of games with an invalid move, mean format, errored share."""
+def outcome_rates(records: list[dict], outcomes: tuple[str, ...]) -> dict:
+    """Share of each of the env's outcomes (mean reward for an env without), of games with an invalid move, mean
+    format, errored share."""
     n = len(records) or 1
-    outcomes = Counter(r["state"].get("outcome") for r in records)
+    counted = Counter(r["state"].get("outcome") for r in records)
+    shares = {o: round(counted[o] / n, 4) for o in outcomes}
+    if not outcomes:  # the reward is then the only measure of the teacher's quality
+        shares["reward"] = round(sum(r["reward"] for r in records) / n, 4)
     return {
         "episodes": len(records),
-        **{o: round(outcomes[o] / n, 4) for o in OUTCOMES},
+        **shares,
         "invalid_games": round(sum(r["state"].get("invalid", 0) > 0 for r in records) / n, 4),
         "format": round(sum(r["values"].get("format", 0.0) for r in records) / n, 4),
         "errored": round(sum(r["error"] is not None for r in records) / n, 4),
@@ -292,17 +313,19 @@ def episode_frame(records: list[dict]) -> pd.DataFrame:
     )
 
 
-def episode_expectations(expected_rows: int) -> list:
-    """Every spec played exactly once, outcomes known, conversations non-empty."""
+def episode_expectations(expected_rows: int, outcomes: tuple[str, ...] = ()) -> list:
+    """Every spec played exactly once, outcomes (when the env has them) known, conversations non-empty."""
     g = gxe()
-    return [
+    expectations = [
         g.ExpectTableRowCountToEqual(value=expected_rows),
         g.ExpectColumnValuesToBeUnique(column="seed", description="no episode played twice"),
         g.ExpectColumnValuesToNotBeNull(column="seed"),
-        g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(OUTCOMES)),
         # A user turn and the reply, at least: a mid-game start (env midgame_starts) can end on its first move.
         g.ExpectColumnValuesToBeBetween(column="messages", min_value=2),
     ]
+    if outcomes:
+        expectations.insert(3, g.ExpectColumnValuesToBeInSet(column="outcome", value_set=list(outcomes)))
+    return expectations
 
 
 if __name__ == "__main__":

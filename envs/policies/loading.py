@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from envs.policies.base import Policy
 
@@ -18,6 +19,7 @@ def make_policy(
     model: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     cache_dir: str | None = None,
+    env: Any = None,
 ) -> Policy:
     """A policy from a spec string; temperature 0 means greedy decoding.
 
@@ -25,8 +27,13 @@ def make_policy(
     - `http://...` or `https://...`: an OpenAI-compatible endpoint (its base URL, e.g. ending in /v1); `model`
       None takes the endpoint's only model from its `/models`,
     - anything else: a local model folder or a hub id, loaded with transformers.
+
+    With `env`, its own scripted players (`env.scripted_policy`) come first: `expert-P` is that env's teacher.
     """
-    if spec.split("-")[0] in SCRIPTED:
+    scripted = env.scripted_policy(spec, seed) if env is not None else None
+    if scripted is not None:
+        return scripted
+    if env is None and spec.split("-")[0] in SCRIPTED:
         from envs.tictactoe.players import scripted_player
 
         return scripted_player(spec, seed=seed)

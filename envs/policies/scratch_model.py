@@ -11,11 +11,11 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -98,9 +98,14 @@ def default_device() -> torch.device:
 
 
 def build_tokenizer(
-    texts: Iterable[str], config: ScratchModelConfig | None = None
+    texts: Iterable[str], config: ScratchModelConfig | None = None, whole_tokens: Sequence[str] = ()
 ) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE tokenizer on `texts`, with the ChatML chat template and special tokens."""
+    """Train a byte-level BPE tokenizer on `texts`, with the ChatML chat template and special tokens.
+
+    `whole_tokens` (an environment's reply tags such as `<move>`) are one token each, matched before the byte-level
+    split, which would cut `</move>` into `<`, `/`, `move`, `>`: measured, a reply `<move>4</move>` then takes 4
+    generated tokens instead of 9.
+    """
     config = config or ScratchModelConfig()
     tokenizer = Tokenizer(models.BPE())
     # Byte-level without a prefix space: every string has a tokenization and decodes back to itself.
@@ -122,6 +127,7 @@ def build_tokenizer(
     )
     scaffold = [f"{role}\n" for role in _ROLES] * max(config.min_frequency, 1)
     tokenizer.train_from_iterator(itertools.chain(texts, scaffold), trainer=trainer)
+    tokenizer.add_tokens([AddedToken(t, normalized=False, single_word=False) for t in whole_tokens])
 
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
@@ -174,13 +180,16 @@ def build_model(
 
 
 def build_scratch_model(
-    texts: Iterable[str], out_dir: str | os.PathLike, config: ScratchModelConfig | None = None
+    texts: Iterable[str],
+    out_dir: str | os.PathLike,
+    config: ScratchModelConfig | None = None,
+    whole_tokens: Sequence[str] = (),
 ) -> Path:
     """Build tokenizer and model from `texts` and save both to `out_dir` atomically; return `out_dir`."""
     config = config or ScratchModelConfig()
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(texts, config)
+    tokenizer = build_tokenizer(texts, config, whole_tokens)
     model = build_model(tokenizer, config)
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from envs.tictactoe.board import (
     to_move,
     winner,
 )
+from envs.tictactoe.pipeline import TicTacToePipeline
 from envs.tictactoe.players import ExpertPlayer, rationale
 from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, reply_text, user_message
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
@@ -44,20 +46,28 @@ def model_starts(seed: int) -> bool:
     return splitmix64(seed ^ 0x5DEECE66D) >> 63 == 1
 
 
+@functools.cache
+def live_positions() -> tuple[tuple[int, ...], ...]:
+    """One ply sequence per distinct reachable position that is neither empty nor over (4,519), in search order."""
+    found: dict[str, tuple[int, ...]] = {}
+    stack: list[tuple[str, tuple[int, ...]]] = [(EMPTY_BOARD, ())]
+    while stack:
+        board, moves = stack.pop()
+        for cell in legal_moves(board):
+            after = play(board, cell, "XO"[len(moves) % 2])
+            if not is_over(after) and after not in found:
+                found[after] = (*moves, cell)
+                stack.append((after, found[after]))
+    return tuple(found.values())
+
+
 def midgame_moves(seed: int) -> list[int]:
-    """1-6 random plies from the empty board, drawn from the seed, stopping before any move that ends the game."""
-    rng = random.Random(splitmix64(seed ^ 0x3C6EF372))
-    board, moves = EMPTY_BOARD, []
-    for ply in range(rng.randint(1, 6)):
-        cell = rng.choice(legal_moves(board))
-        after = play(board, cell, "XO"[ply % 2])
-        if is_over(after):
-            break
-        board, moves = after, [*moves, cell]
-    return moves
+    """The plies to a live position drawn uniformly from the seed: every position alike, deep ones included."""
+    positions = live_positions()
+    return list(positions[splitmix64(seed ^ 0x3C6EF372) % len(positions)])
 
 
-class TicTacToeEnv(Environment):
+class TicTacToeEnv(TicTacToePipeline, Environment):
     """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
 
     # The settings that decide how an episode plays out from its spec and replies. The others choose the specs

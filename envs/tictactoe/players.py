@@ -44,6 +44,8 @@ def board_of(conversation: Conversation) -> str:
 class RandomPlayer:
     """Plays a uniformly random legal move."""
 
+    scripted = True  # reports say "scripted" for its decoding: it follows its own rule, not a temperature
+
     def __init__(self, seed: int = 0):
         self.rng = random.Random(seed)
 

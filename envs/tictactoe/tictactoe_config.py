@@ -44,8 +44,8 @@ class TicTacToeConfig:
     """Split seed: decides every episode seed and opponent skill of the splits."""
 
     midgame_starts: float = 0.0
-    """Share of train-split episodes that start from a mid-game position instead of the empty board: 1-6 random
-    plies drawn from the episode seed (never a finished game); the model plays the side to move. Teacher games and
+    """Share of train-split episodes that start from a mid-game position instead of the empty board: one of the
+    4,519 reachable live positions, drawn uniformly from the episode seed; the model plays the side to move. Teacher games and
     GRPO then reach positions that good play from the empty board rarely does (an opponent's blunder, a missed
     win). Eval and test episodes always start from the empty board."""
 

@@ -4,9 +4,11 @@ When a model turn sees only the current observation (tic-tac-toe with `history="
 one token sequence, so it cannot be one GRPO sample. Here a sample is one decision instead: each group of
 `num_generations` samples shares an episode spec, plays a common prefix of `depth` model turns (depth drawn from the
 spec's seed), then branches: every sample answers the same position once (the tokens that carry the loss), then
-plays on to the end with the same sampling policy (no loss on those turns). Its reward is the episode's rubric
-reward, so the group's spread is the value of the branch move under the current policy, a cleaner credit
-assignment than one outcome spread over every move of a game. Episode logic is the environment's own
+plays on to the end (no loss on those turns): with the trainer's sampling, or greedily (`play_on="greedy"`). Its
+reward is the episode's rubric reward, so the group's spread is the value of the branch move under the current
+policy, a cleaner credit assignment than one outcome spread over every move of a game. Played on greedily, that
+value is the one evaluation measures, with no luck of later samples in it: measured, sampled play-on left every
+group with spread (reward std ~0.45) mostly from moves after the branch. Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 """
 
@@ -33,9 +35,14 @@ def branch_depth(spec: dict, max_depth: int) -> int:
 
 
 def play_decisions(
-    env: Environment, specs: list[dict], group_size: int, turn: TurnFn, max_depth: int = 4
+    env: Environment,
+    specs: list[dict],
+    group_size: int,
+    turn: TurnFn,
+    max_depth: int = 4,
+    play_on: TurnFn | None = None,
 ) -> list[dict]:
-    """One decision sample per spec: groups of `group_size` identical specs share a prefix, then branch."""
+    """One decision sample per spec: groups share a prefix, then branch; later turns by `play_on` (else `turn`)."""
     if len(specs) % group_size:
         raise ValueError(f"{len(specs)} specs do not split into groups of {group_size}")
     groups = [specs[i] for i in range(0, len(specs), group_size)]
@@ -53,7 +60,7 @@ def play_decisions(
     episodes = [branch_points[i // group_size].fork() for i in range(len(specs))]
     prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn)
     while live := [ep for ep in episodes if not ep.done]:
-        _play_turn(env, live, turn)
+        _play_turn(env, live, play_on or turn)
     env.score(episodes)
     return [
         {
@@ -78,10 +85,12 @@ def _play_turn(
 class DecisionRollout:
     """TRL `rollout_func(prompts, trainer)`: one decision per sample, scored by the episode it leads to."""
 
-    def __init__(self, env: Environment, max_depth: int = 4):
+    def __init__(self, env: Environment, max_depth: int = 4, play_on: str = "sample"):
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
-        self.env, self.max_depth = env, max_depth
+        if play_on not in ("sample", "greedy"):
+            raise ValueError(f"play_on must be 'sample' or 'greedy', got {play_on!r}")
+        self.env, self.max_depth, self.play_on = env, max_depth, play_on
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
@@ -106,7 +115,12 @@ class DecisionRollout:
             )
 
         samples = play_decisions(
-            self.env, [spec_of(p) for p in prompts], trainer.num_generations, turn, self.max_depth
+            self.env,
+            [spec_of(p) for p in prompts],
+            trainer.num_generations,
+            turn,
+            self.max_depth,
+            play_on=_greedy_turn(trainer, template_kwargs) if self.play_on == "greedy" else None,
         )
         episodes = [s["episode"] for s in samples]
         return {
@@ -118,3 +132,22 @@ class DecisionRollout:
             "episode_values": [ep.values for ep in episodes],
             "episode_error": [ep.error for ep in episodes],
         }
+
+
+def _greedy_turn(trainer: Any, template_kwargs: dict) -> TurnFn:
+    """Replies of the trainer's current model, greedy (texts only: turns after the branch carry no loss)."""
+    from envs.policies.transformers_policy import TransformersPolicy
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    policy = TransformersPolicy(
+        model,
+        trainer.processing_class,
+        greedy=True,
+        max_new_tokens=trainer.max_completion_length or 16,
+        chat_template_kwargs=template_kwargs,
+    )
+
+    def turn(conversations: list[list[Message]]):
+        return [], [], None, [reply.content for reply in policy(conversations)]
+
+    return turn

@@ -18,6 +18,8 @@ def test_scratch_model_reads_every_env_string(shared_params: dict, base_model: P
     tokenizer = load_tokenizer(base_model)
     text = "You X, first.\n.../.X./..O\nmoves 0123567"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+    # The env's reply tags are whole tokens of the saved tokenizer: a reply is the tag, the cell, the tag.
+    assert tokenizer.tokenize("<move>4</move>") == ["<move>", "4", "</move>"]
 
 
 def test_a_model_folder_is_copied_with_its_origin(

@@ -66,6 +66,7 @@ def test_failed_validation_keeps_the_previous_datasets(
     class Broken:  # an env whose specs carry an impossible opponent skill
         def __init__(self, **kwargs: object) -> None:
             self.env = real(**kwargs)
+            self.spec_checks = self.env.spec_checks  # the real env's checks: the specs are what is broken
 
         def get_dataset(self, split: str) -> Dataset:
             rows = self.env.get_dataset(split).to_list()

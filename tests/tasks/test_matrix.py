@@ -11,10 +11,13 @@ from envs import load_environment
 from envs.policies.scratch_model import build_scratch_model
 from envs.policies.scratch_model_config import ScratchModelConfig
 from envs.tictactoe.env import SPLIT_SEED_RANGES
+from envs.tictactoe.pipeline import DEFAULT_OPPONENTS
 from envs.tictactoe.players import RandomPlayer
 from tasks.evaluate import parse_policies
-from tasks.matrix import SIDES, pooled, run_matrix, suite_specs
-from tasks.sections import DEFAULT_OPPONENTS, EvaluateConfig
+from tasks.matrix import pooled, run_matrix
+from tasks.sections import EvaluateConfig
+
+SIDES = load_environment("tictactoe").suite_sides
 
 TINY = ScratchModelConfig(
     vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
@@ -92,10 +95,10 @@ def test_stronger_opponents_concede_less(scripted):
 
 def test_suite_is_frozen_and_per_cell():
     env = load_environment("tictactoe")
-    specs = suite_specs(env, ["random", "minimax-0.25"], 5, seed=3)
-    assert specs == suite_specs(env, ["random", "minimax-0.25"], 5, seed=3)
+    specs = env.suite_specs(["random", "minimax-0.25"], 5, seed=3)
+    assert specs == env.suite_specs(["random", "minimax-0.25"], 5, seed=3)
     assert [s["seed"] for s in specs] != [
-        s["seed"] for s in suite_specs(env, ["random", "minimax-0.25"], 5, seed=4)
+        s["seed"] for s in env.suite_specs(["random", "minimax-0.25"], 5, seed=4)
     ]
     low, high = SPLIT_SEED_RANGES["test"]
     for i, spec in enumerate(specs):
@@ -105,9 +108,9 @@ def test_suite_is_frozen_and_per_cell():
         assert spec["model_starts"] == (side == "first")
         assert low <= spec["seed"] < high  # never a training seed
     # A cell's games do not depend on which other opponents are in the suite, and more games extend them.
-    alone = suite_specs(env, ["minimax-0.25"], 5, seed=3)
+    alone = env.suite_specs(["minimax-0.25"], 5, seed=3)
     assert [s["seed"] for s in alone] == [s["seed"] for s in specs[10:]]
-    more = suite_specs(env, ["minimax-0.25"], 12, seed=3)
+    more = env.suite_specs(["minimax-0.25"], 12, seed=3)
     assert [s["seed"] for s in more[:5]] == [s["seed"] for s in alone[:5]]
 
 
@@ -137,8 +140,8 @@ def test_every_game_of_a_row_goes_in_one_batch():
 
 
 def test_bad_config_is_refused_with_the_fix():
-    with pytest.raises(ValueError, match="unknown opponent 'minmax'"):
-        EvaluateConfig(baseline=None, opponents=["minmax"])
+    with pytest.raises(ValueError, match="unknown opponent 'minmax'"):  # the env knows its opponents
+        run_matrix(EvaluateConfig(baseline=None, policies={"r": "random"}, opponents=["minmax"], games=1))
     with pytest.raises(ValueError, match="repeat"):
         EvaluateConfig(baseline=None, opponents=["random", "random"])
     with pytest.raises(ValueError, match="games"):

@@ -13,8 +13,8 @@ from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
 from tasks.evaluate import mlflow_key, run
-from tasks.matrix import SIDES, run_matrix
-from tasks.report import OUTPUTS, markdown_report, render_game, sample_games, text_table, write_report
+from tasks.matrix import run_matrix
+from tasks.report import OUTPUTS, markdown_report, sample_games, text_table, write_report
 from tasks.sections import EvaluateConfig, Params
 
 OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
@@ -81,7 +81,7 @@ def test_matrix_json_is_nested_numbers(paths, result):
         for opponent in OPPONENTS:
             cells = metrics["policies"][name]["opponents"][opponent]
             assert set(cells) == {"first", "second", "both"}
-            for side in SIDES:
+            for side in result.sides:
                 assert cells[side]["non_loss"] == result.row(name, opponent, side)["non_loss"]
                 assert all(isinstance(v, (int, float)) for v in cells[side].values())
 
@@ -171,7 +171,7 @@ def test_report_shows_sample_games(paths, result):
     assert "### clumsy: an invalid move vs" in text
     kinds = [kind for kind, _ in sample_games(result.episodes["clumsy"])]
     assert kinds == ["a win", "a loss", "an invalid move"]
-    game = render_game(result.episodes["clumsy"][0])
+    game = result.render(result.episodes["clumsy"][0])
     assert "turn 1" in game and "end" in game and '"<move>9</move>"' in game
 
 

@@ -281,3 +281,19 @@ def test_single_char_tokens_can_be_turned_off():
     merged = build_tokenizer(texts, ScratchModelConfig(single_char_tokens=""))
     split = build_tokenizer(texts, ScratchModelConfig())
     assert len(merged.tokenize(texts[0])) < 11 == len(split.tokenize(texts[0]))
+
+
+def test_whole_tokens_make_a_reply_four_tokens_and_decode_back():
+    texts = ["<move>4</move>", "<think>Corner</think>\n<move>0</move>"] * 50
+    plain = build_tokenizer(texts, ScratchModelConfig())
+    tags = ("<think>", "</think>", "<move>", "</move>")
+    tokenizer = build_tokenizer(texts, ScratchModelConfig(), whole_tokens=tags)
+    assert len(tokenizer) == len(plain) + 4
+    reply = "<move>4</move><|im_end|>"
+    assert tokenizer.tokenize(reply) == ["<move>", "4", "</move>", "<|im_end|>"]
+    assert len(plain.tokenize(reply)) == 9  # the byte-level split cuts each tag into pieces
+    # Inside other text too, and decoding (special tokens skipped, as the policies do) gives the text back.
+    text = "a</move>b<move>7"
+    ids = tokenizer.encode(text)
+    assert [tokenizer.decode([i]) for i in ids][1:4] == ["</move>", "b", "<move>"]
+    assert tokenizer.decode(ids, skip_special_tokens=True) == text

@@ -4,7 +4,8 @@ import pytest
 
 from envs import Reply, load_environment
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
-from envs.tictactoe.board import to_move, winner
+from envs.tictactoe.board import EMPTY_BOARD, is_over, play, to_move, winner
+from envs.tictactoe.env import live_positions
 from envs.tictactoe.players import scripted_player
 from envs.tictactoe.render import parse_board, render_board, user_message
 
@@ -211,6 +212,16 @@ def test_midgame_starts_only_in_train_and_from_a_live_position():
         assert board.count(".") == 9 - len(spec["start_moves"]) and winner(board) is None
         assert episode.state["mark"] == ("X" if spec["model_starts"] else "O") == to_move(board)
         assert episode.messages[-1]["content"] == user_message(episode.state["mark"], board, "board")
+    # Positions are drawn alike (not plies): deep ones, where one move wins or saves the game, are covered.
+    assert max(len(s["start_moves"]) for s in midgame) == 8
+    positions = live_positions()
+    boards = set()
+    for moves in positions:
+        board = EMPTY_BOARD
+        for ply, cell in enumerate(moves):
+            board = play(board, cell, "XO"[ply % 2])
+        boards.add(board)
+    assert len(positions) == len(boards) == 4519 and not any(map(is_over, boards))
     # The same seed starts from the same position (synthesis, curation's replay and GRPO agree).
     again = load_environment("tictactoe", midgame_starts=0.25, num_train=800).get_dataset("train").to_list()
     assert again == train

@@ -6,6 +6,7 @@ import torch
 
 from envs import load_environment
 from envs.policies.scratch_model import load_tokenizer
+from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.players import MinimaxPlayer, board_of
 from envs.training import trainer_spec
 from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions
@@ -48,6 +49,26 @@ def test_groups_share_a_prefix_then_branch_and_play_to_the_end(tiny_model):
             assert s["completion_ids"][-1] == tokenizer.eos_token_id
     rewards = [s["episode"].reward for s in samples]
     assert len(set(rewards)) > 1
+
+
+def test_play_on_plays_every_turn_after_the_branch(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(16)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    later: list[int] = []
+
+    def play_on(conversations):  # deterministic: the first value-keeping move
+        later.append(len(conversations))
+        return [], [], None, [f"<move>{optimal_moves(board_of(c))[0]}</move>" for c in conversations]
+
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, play_on=play_on)
+    assert later and later[0] <= 64  # play_on answered the turns after the branch
+    outcomes: dict[tuple, set] = {}
+    for i, s in enumerate(samples):  # the opponent replies as a function of (seed, board): so, one outcome
+        outcomes.setdefault((i // 4, tuple(s["completion_ids"])), set()).add(s["episode"].reward)
+    assert all(len(rewards) == 1 for rewards in outcomes.values())
+    assert len(outcomes) > 16  # some groups branched into different moves
 
 
 def decision_trainer(sft_model, tmp_path):

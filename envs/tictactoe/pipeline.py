@@ -1,0 +1,131 @@
+"""Tic-tac-toe's answers to the pipeline: its opponent matrix, exact evaluation, spec checks, curation, teacher."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from envs.episode import Episode
+from envs.policies.base import Policy
+from envs.suite import PipelineHooks, SpecChecks
+from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
+from envs.tictactoe.render import parse_board
+from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL, teacher_app
+
+DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
+SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
+
+
+class TicTacToePipeline(PipelineHooks):
+    """The opponent matrix (opponents x who moves first) as evaluation suite, exact results, board rendering."""
+
+    evaluation_suite = "matrix"
+    suite_sides = ("first", "second")
+    headline_metric = "non_loss"
+    outcomes = ("win", "draw", "loss")
+    teacher_skill = TEACHER_SKILL
+    reference_policies = ("random", "minimax")
+    exact_note = "Expected rates summed over every reply the opponent can make, both sides pooled."
+
+    @property
+    def teacher_model(self) -> str:
+        """The embedded teacher's model name."""
+        return TEACHER_MODEL
+
+    def suite_groups(self) -> list[str]:
+        """Opponents, weakest first."""
+        return list(DEFAULT_OPPONENTS)
+
+    def check_suite_groups(self, names: Sequence[str]) -> None:
+        """Every name is `random` or `minimax-<p>` (raises with the accepted names)."""
+        for name in names:
+            opponent_skill(name)
+
+    def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
+        """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
+        from envs.tictactoe.env import SPLIT_SEED_RANGES  # lazy: env.py builds on this module
+
+        low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
+        specs = []
+        for opponent in groups:
+            p = opponent_skill(opponent)
+            for side in self.suite_sides:
+                # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
+                rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
+                for s in rng.sample(range(low, high), games):
+                    spec = self.make_spec(s)
+                    spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the skill here
+                    spec.update(
+                        random_move_prob=p, model_starts=side == "first", opponent=opponent, side=side
+                    )
+                    specs.append(spec)
+        return specs
+
+    def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
+        """A greedy policy's exact expected rates against each opponent, both sides pooled."""
+        from envs.tictactoe.exact import exact_both_sides, memoized  # lazy: exact imports the env
+
+        policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
+        return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
+
+    def render_episode(self, episode: Episode) -> str:
+        """A game as a row of boards (what the policy saw each turn, then the end) and the policy's replies."""
+        boards, replies = [], []
+        for i, message in enumerate(episode.messages):
+            if message.get("role") == "assistant":
+                shown = next(
+                    (
+                        parse_board(m["content"])
+                        for m in reversed(episode.messages[:i])
+                        if m["role"] == "user"
+                    ),
+                    None,
+                )
+                boards.append((f"turn {len(replies) + 1}", shown or "?" * 9))
+                replies.append(message.get("content") or "")
+        boards.append(("end", episode.state["board"]))
+        blocks = []
+        for start in range(0, len(boards), 6):
+            chunk = boards[start : start + 6]
+            lines = ["".join(f"{label:<14}" for label, _ in chunk)]
+            for r in range(3):
+                lines.append("".join(f"{' | '.join(b[3 * r : 3 * r + 3]):<14}" for _, b in chunk))
+            blocks.append("\n".join(line.rstrip() for line in lines))
+        # A valid move always changes the board, so an unchanged next board marks an invalid reply.
+        invalid = [boards[k][1] == boards[k + 1][1] for k in range(len(replies))]
+        said = [
+            f"turn {k + 1}{' (invalid)' if bad else ''}: {json.dumps(text)[:100]}"
+            for k, (text, bad) in enumerate(zip(replies, invalid, strict=True))
+        ]
+        return "\n\n".join(blocks) + "\n\n" + "\n".join(said).replace("`", "'")
+
+    def spec_checks(self) -> SpecChecks:
+        """Seeds, opponent skill within the config's range, strata, who starts, mid-game starts."""
+        return SpecChecks(
+            columns=SPEC_COLUMNS,
+            strata=self.config.num_groups,
+            ranges={"random_move_prob": self.config.random_move_prob},
+            sets={"model_starts": [True, False]},
+            kept=("random_move_prob", "model_starts"),
+            means={"mean_random_move_prob": "random_move_prob", "model_starts": "model_starts"},
+        )
+
+    def curation_defaults(self) -> dict[str, Any]:
+        """Wins and draws whose every move keeps the minimax value (the solver is the verifier)."""
+        return {"allowed_outcomes": ["win", "draw"], "min_values": {"move_optimality": 1.0}}
+
+    def teacher_policy(self, skill: float, seed: int) -> Policy:
+        """The expert that slips to a random move with probability `skill` in quiet positions."""
+        return ExpertPlayer(random_move_prob=skill, seed=seed)
+
+    def teacher_app(self, skill: float | None = None, model_name: str | None = None) -> Any:
+        """The embedded tic-tac-toe teacher (envs/tictactoe/teacher.py)."""
+        return teacher_app(self.teacher_skill if skill is None else skill, model_name or TEACHER_MODEL)
+
+    def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
+        """`random`, `minimax[-p]` or `expert[-p]`; None for any other name."""
+        if name.split("-")[0] not in ("random", "minimax", "expert"):
+            return None
+        return scripted_player(name, seed=seed)

@@ -18,7 +18,7 @@ changed, then `generate(...)`):
   expects).
 
 ```python
-with VLLMServer(untied_checkpoint(path, tmp), sync_config()) as server:
+with training_server(path, work_dir) as server:  # an untied copy of `path`, served with `sync_config()`
     trainer = use_vllm_server(env >> trainer_spec(GRPOTrainer, model=path, args=args), server)
     trainer.train()
 ```
@@ -172,3 +172,15 @@ def sync_config(config: VLLMServerConfig | None = None) -> VLLMServerConfig:
     config = config or VLLMServerConfig()
     env_vars = {**config.env_vars, **SYNC_ENV}
     return dataclasses.replace(config, env_vars=env_vars, extra_args=[*config.extra_args, *SYNC_ARGS])
+
+
+def training_server(
+    model_dir: str | Path,
+    work_dir: str | Path,
+    config: VLLMServerConfig | None = None,
+    name: str | None = None,
+) -> VLLMServer:
+    """A (not yet started) server of `model_dir`'s untied copy in `work_dir`, set up for weight reloading: start it
+    with `with`, then `use_vllm_server(trainer, server)`."""
+    served = untied_checkpoint(model_dir, Path(work_dir) / "served")
+    return VLLMServer(served, sync_config(config), name=name or Path(model_dir).name)

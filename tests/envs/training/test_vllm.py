@@ -18,7 +18,7 @@ import torch
 from envs import load_environment
 from envs.policies.vllm_server import VLLMServer, free_port
 from envs.policies.vllm_server_config import VLLMServerConfig
-from envs.training.vllm_server_generation import sync_config, untied_checkpoint, use_vllm_server
+from envs.training.vllm_server_generation import training_server, use_vllm_server
 from flows.cli import main
 from tasks.matrix import run_matrix
 from tasks.sections import EvaluateConfig, Synthesize
@@ -63,7 +63,10 @@ def test_the_evaluate_stage_serves_vllm_rows_itself(tmp_path):
 
 def test_the_synthesize_stage_serves_teacher_model_through_vllm(tmp_path):
     config = Synthesize(teacher_model=str(tmp_path), vllm={"python": sys.executable})
-    with pytest.raises(RuntimeError, match="No module named 'vllm'"), teacher_endpoint(config):
+    with (
+        pytest.raises(RuntimeError, match="No module named 'vllm'"),
+        teacher_endpoint(config, load_environment("tictactoe")),
+    ):
         pass
     with pytest.raises(ValueError, match="not both"):
         Synthesize(teacher_model=str(tmp_path), teacher_url="http://127.0.0.1:1/v1")
@@ -112,13 +115,13 @@ def checkpoint(board_env, tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
     """The checkpoint served by vLLM for the module, ready to reload weights (an untied copy: the same numbers)."""
-    served = untied_checkpoint(checkpoint, tmp_path_factory.mktemp("served") / "sft")
-    with VLLMServer(served, sync_config(VLLMServerConfig(port=free_port())), name="sft") as server:
+    work = tmp_path_factory.mktemp("served")
+    with training_server(checkpoint, work, VLLMServerConfig(port=free_port()), name="sft") as server:
         yield server
     # Stopped with its whole process group: nothing listens on its port, no process serves the checkpoint.
     listening = subprocess.run(["ss", "-ltn", f"sport = :{server.port}"], capture_output=True, text=True)
     assert f":{server.port}" not in listening.stdout, listening.stdout
-    assert not any(str(served) in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+    assert not any(server.model in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
 
 
 @pytest.mark.slow

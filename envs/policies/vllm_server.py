@@ -7,8 +7,9 @@ with VLLMServer("data/models/sft") as server:  # started on a free loopback port
 
 vLLM cannot share the project's venv (it pins an older transformers), so the server runs from `.venv-vllm`
 (`make vllm`). The child gets a process group of its own: stopping signals the whole group (the API server and
-its engine-core processes), SIGTERM first, SIGKILL after a grace period, and the group also receives SIGTERM if
-this process dies first (Linux `PR_SET_PDEATHSIG`). Its output goes to a log file whose tail is shown when it fails
+its engine-core processes), SIGTERM first, SIGKILL after a grace period, and the server also receives SIGTERM if
+this process dies first (Linux `PR_SET_PDEATHSIG`; it fires when the *thread* that started the server ends, so
+start it from a thread that outlives its use, as the stages and `wander serve-model` do from the main thread). Its output goes to a log file whose tail is shown when it fails
 to start.
 """
 

@@ -17,6 +17,7 @@ SUITES = [
     "bench.eval_speed",
     "bench.pipeline_speed",
     "bench.remote_speed",
+    "bench.vllm_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

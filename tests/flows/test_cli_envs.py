@@ -18,6 +18,8 @@ def test_wander_eval_plays_the_env_suite(name: str, tmp_path, capsys) -> None:
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["expert"]["reward"]["all"] == 1.0  # the slip-free teacher gets every answer
     assert set(metrics["expert"]["reward"]) == {"all", "eval", "test"}
-    sloppy = json.loads((out / "matrix.json").read_text())["policies"]["sloppy"]["overall"]  # the whole matrix
+    sloppy = json.loads((out / "matrix.json").read_text())["policies"]["sloppy"][
+        "overall"
+    ]  # the whole matrix
     assert sloppy["games"] == 12 and sloppy["reward_ci_low"] <= sloppy["reward"] <= sloppy["reward_ci_high"]
     assert (out / "report.md").is_file()

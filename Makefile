@@ -67,7 +67,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# The suite serves a checkpoint through vLLM (tests/envs/policies/test_vllm_server.py): its venv comes first.
+# The suite serves a checkpoint through vLLM (tests/envs/training/test_vllm.py): its venv comes first.
 test: lint vllm
 	$(VENV)/bin/pytest -q
 

@@ -299,7 +299,10 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
             column="n_tokens", min_value=1, max_value=max_length, description="games fit the model's context"
         ),
         g.ExpectColumnValuesToMatchRegex(
-            column="roles", regex=r"^s?(?:ua)+$", description="user/assistant turns, ending on the assistant"
+            # A tool env's assistant turn may call tools: their results come back before its next turn.
+            column="roles",
+            regex=r"^s?(?:ua(?:t+a)*)+$",
+            description="user/assistant turns (tool results answered by the assistant), ending on the assistant",
         ),
     ]
     if config.dedupe:

@@ -19,7 +19,7 @@ from tasks.tracking import set_tags, write_metrics
 from tasks.validation import InputError
 
 logger = logging.getLogger(__name__)
-SFT_ROLES = ("system", "user", "assistant")
+SFT_ROLES = ("system", "user", "assistant", "tool")  # tool: results of a tool env's calls
 SFT_FIX = "fix those rows, or rebuild the file with the curate stage (dvc repro curate)"
 
 

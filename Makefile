@@ -41,8 +41,11 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
+# PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
 test: lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: install
 	$(PY) -m bench.run

@@ -29,3 +29,31 @@ def _isolated_mlflow(monkeypatch):
         while mlflow.active_run() is not None:
             mlflow.end_run()
         mlflow.set_tracking_uri(None)
+
+
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`). Work is handed out
+# by group, a group's tests run in file order on one worker:
+# - each test module is a group: a module-scoped fixture (a scratch project, a served env) is built once, and a
+#   module whose tests build on the previous test's state (tests/flows/test_pipeline.py) keeps its order;
+# - every test that reads an env's smoke pipeline run (the `smoke_pipeline` fixture, tests/flows/conftest.py) is in
+#   one group, so each env's pipeline runs once per session, not once per worker;
+# - on the workers, groups with `slow` tests go first, most slow tests first: the long end-to-end runs start at once
+#   instead of becoming the tail of the run. Without xdist the order is the files' own.
+SMOKE_PIPELINES = "smoke-pipelines"
+
+
+def _group(item: pytest.Item) -> str:
+    return SMOKE_PIPELINES if "smoke_pipeline" in item.fixturenames else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        slow: dict[str, int] = {}
+        for item in items:
+            slow[_group(item)] = slow.get(_group(item), 0) + (item.get_closest_marker("slow") is not None)
+        items.sort(key=lambda item: -slow[_group(item)])  # stable: file order within and between equal groups

@@ -35,15 +35,20 @@ def _isolated_mlflow(monkeypatch):
 # by group, a group's tests run in file order on one worker:
 # - each test module is a group: a module-scoped fixture (a scratch project, a served env) is built once, and a
 #   module whose tests build on the previous test's state (tests/flows/test_pipeline.py) keeps its order;
-# - every test that reads an env's smoke pipeline run (the `smoke_pipeline` fixture, tests/flows/conftest.py) is in
-#   one group, so each env's pipeline runs once per session, not once per worker;
+# - every test that reads one env's smoke pipeline run (the `smoke_pipeline` fixture, tests/flows/conftest.py) is in
+#   that env's group, so the pipeline runs once per session, not once per worker: the generic test's `pipeline_env`
+#   case, and the env's own file, named test_pipeline_<env>.py;
 # - on the workers, groups with `slow` tests go first, most slow tests first: the long end-to-end runs start at once
 #   instead of becoming the tail of the run. Without xdist the order is the files' own.
-SMOKE_PIPELINES = "smoke-pipelines"
 
 
 def _group(item: pytest.Item) -> str:
-    return SMOKE_PIPELINES if "smoke_pipeline" in item.fixturenames else item.nodeid.split("::")[0]
+    if "smoke_pipeline" in item.fixturenames:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "pipeline_env" in callspec.params:
+            return f"smoke-pipeline-{callspec.params['pipeline_env']}"
+        return f"smoke-pipeline-{item.path.stem.removeprefix('test_pipeline_')}"
+    return item.nodeid.split("::")[0]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks

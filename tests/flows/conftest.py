@@ -2,8 +2,8 @@
 
 An environment's end-to-end test (issue 14: the smoke profile runs the whole pipeline for every environment) is one
 entry of `PIPELINE_ENVS`: `tests/flows/test_pipeline_envs.py` then checks every stage for it, and the env's own
-tests ask `smoke_pipeline("<name>")` for the same finished project (one `dvc repro` per env and session, not one
-per test module). Tic-tac-toe's pipeline goes through the Prefect flow instead (tests/flows/test_pipeline.py).
+end-to-end tests, in `test_pipeline_<name>.py`, ask `smoke_pipeline("<name>")` for the same finished project: one
+`dvc repro` per env and session, and under xdist all of them on one worker (tests/conftest.py groups them by name). Tic-tac-toe's pipeline goes through the Prefect flow instead (tests/flows/test_pipeline.py).
 """
 
 from __future__ import annotations

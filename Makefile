@@ -45,7 +45,7 @@ lint: install
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
 test: lint
-	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install
 	$(PY) -m bench.run

@@ -31,34 +31,50 @@ def _isolated_mlflow(monkeypatch):
         mlflow.set_tracking_uri(None)
 
 
-# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup --no-loadscope-reorder`). Work is handed out
-# by group, a group's tests run in file order on one worker:
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Work is handed
+# out by group (`group` below: xdist's loadscope, with one change), a group's tests run in file order on one worker:
 # - each test module is a group: a module-scoped fixture (a scratch project, a served env) is built once, and a
 #   module whose tests build on the previous test's state (tests/flows/test_pipeline.py) keeps its order;
-# - every test that reads one env's smoke pipeline run (the `smoke_pipeline` fixture, tests/flows/conftest.py) is in
-#   that env's group, so the pipeline runs once per session, not once per worker: the generic test's `pipeline_env`
-#   case, and the env's own file, named test_pipeline_<env>.py;
+# - the change: every test that reads one env's smoke pipeline run (`smoke_pipeline`, tests/flows/conftest.py) is in
+#   that env's group, so the pipeline runs once per session, not once per worker: its case of
+#   tests/flows/test_pipeline_envs.py (`[<env>]`) and the env's own file, tests/flows/test_pipeline_<env>.py;
 # - on the workers, groups with `slow` tests go first, most slow tests first: the long end-to-end runs start at once
 #   instead of becoming the tail of the run. Without xdist the order is the files' own.
+# (Not `--dist loadgroup` and xdist_group marks: xdist 3.8 renames node ids through an attribute pytest 9.2 no longer
+# reads, so the marks group nothing.)
+ENV_PIPELINES = "tests/flows/test_pipeline_"
 
 
-def _group(item: pytest.Item) -> str:
-    if "smoke_pipeline" in item.fixturenames:
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None and "pipeline_env" in callspec.params:
-            return f"smoke-pipeline-{callspec.params['pipeline_env']}"
-        return f"smoke-pipeline-{item.path.stem.removeprefix('test_pipeline_')}"
-    return item.nodeid.split("::")[0]
+def group(nodeid: str) -> str:
+    """The xdist work unit of a test: its module, or `smoke-pipeline-<env>` for a test of that env's pipeline run."""
+    module = nodeid.split("::")[0]
+    if module == f"{ENV_PIPELINES}envs.py" and nodeid.endswith("]"):
+        return f"smoke-pipeline-{nodeid[nodeid.rindex('[') + 1 : -1]}"
+    if module.startswith(ENV_PIPELINES):
+        return f"smoke-pipeline-{module.removeprefix(ENV_PIPELINES).removesuffix('.py')}"
+    return module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist is optional)
+    """`--dist loadscope` with `group` as the scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+    if hasattr(config, "workerinput") and config.getvalue("dist") == "loadscope":
         slow: dict[str, int] = {}
         for item in items:
-            slow[_group(item)] = slow.get(_group(item), 0) + (item.get_closest_marker("slow") is not None)
-        items.sort(key=lambda item: -slow[_group(item)])  # stable: file order within and between equal groups
+            slow[group(item.nodeid)] = slow.get(group(item.nodeid), 0) + (
+                item.get_closest_marker("slow") is not None
+            )
+        items.sort(
+            key=lambda item: -slow[group(item.nodeid)]
+        )  # stable: file order within, and between equal groups

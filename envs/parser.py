@@ -107,3 +107,14 @@ def last_assistant_content(messages: Sequence[Message]) -> str | None:
             content = m.get("content")
             return content if isinstance(content, str) else None
     return None
+
+
+INTEGER = re.compile(r"-?\d{1,30}")  # 30 digits: far beyond any answer, and int() of it never fails
+
+
+def parse_integer(text: str | None) -> int | None:
+    """The whole number a parsed answer holds (`-12`, ` 42 `), or None for anything else."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    return int(text) if text.isascii() and INTEGER.fullmatch(text) else None

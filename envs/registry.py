@@ -7,7 +7,12 @@ from typing import Any
 
 from envs.environment import Environment
 
-BUILTIN = {"tictactoe": "envs.tictactoe", "reverse_text": "envs.reverse_text"}
+BUILTIN = {
+    "tictactoe": "envs.tictactoe",
+    "reverse_text": "envs.reverse_text",
+    "double_check": "envs.double_check",
+    "calculator": "envs.calculator",
+}
 
 
 def load_environment(name: str, **kwargs: Any) -> Environment:

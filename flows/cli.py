@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from envs.policies.openai_policy import PolicyRequestError
+from flows import serve_model
 from tasks.compare import compare, conclusion
 from tasks.evaluate import add_arguments, config_from_args, env_from_args, evaluate, text_table
 from tasks.logs import configure_logging
@@ -197,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run each session's steps in its own thread (for environments that block on I/O)",
     )
     env_serve.set_defaults(func=env_serve_command)
+
+    serve_model.register(sub, port_number)
     return parser
 
 

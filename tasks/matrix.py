@@ -11,10 +11,11 @@ model answers every live game of every cell in one `generate` call per turn.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from tqdm.auto import tqdm
 from envs import Environment, Episode, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.loading import make_policy
+from envs.policies.vllm_server import VLLMServer
 from envs.stats import Z95, mean_ci, wilson_interval
 from tasks.episodes import episode_env
 from tasks.sections import Env, EvaluateConfig
@@ -313,6 +315,18 @@ def run_matrix(
     return result
 
 
+@contextlib.contextmanager
+def _served(
+    config: EvaluateConfig, name: str, spec: str | Policy
+) -> Iterator[tuple[str | Policy, str | None]]:
+    """A row's spec and endpoint model name; a `vllm_rows` row's model is served by vLLM for the block."""
+    if isinstance(spec, str) and name in config.vllm_rows:
+        with VLLMServer(spec, config.vllm, name=name) as server:
+            yield server.base_url, server.name
+    else:
+        yield spec, config.api_model
+
+
 def _play_policy_row(
     result: MatrixResult,
     play: Environment,
@@ -324,22 +338,23 @@ def _play_policy_row(
 ) -> None:
     """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
     timings to `result`."""
-    policy = (
-        make_policy(
-            spec,
-            seed=config.seed,
-            temperature=config.temperature,
-            max_new_tokens=config.max_new_tokens,
-            model=config.api_model,
-            env=local,
+    with _served(config, name, spec) as (spec, model):
+        policy = (
+            make_policy(
+                spec,
+                seed=config.seed,
+                temperature=config.temperature,
+                max_new_tokens=config.max_new_tokens,
+                model=model,
+                env=local,
+            )
+            if isinstance(spec, str)
+            else spec
         )
-        if isinstance(spec, str)
-        else spec
-    )
-    decoding = "scripted" if getattr(policy, "scripted", False) else config.decoding
-    start = time.perf_counter()
-    episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
-    result.seconds[name] = seconds = time.perf_counter() - start
+        decoding = "scripted" if getattr(policy, "scripted", False) else config.decoding
+        start = time.perf_counter()
+        episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
+        result.seconds[name] = seconds = time.perf_counter() - start
     logger.info(  # one progress line per row: a long matrix shows life without a bar
         "%s: %d games in %.1f s (%.1f games/s)",
         name,

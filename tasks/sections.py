@@ -18,14 +18,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as checked
 
+from envs.policies.loading import SCRIPTED
 from envs.policies.openai_policy_config import OpenAIPolicyConfig, redact_url
 from envs.policies.scratch_model_config import ScratchModelConfig
+from envs.policies.vllm_server_config import VLLMServerConfig
 from envs.training.curriculum_config import CurriculumStage
 
 # The library configs stay plain dataclasses in envs/; validated here with unknown keys refused.
 FORBID = ConfigDict(extra="forbid")
 ScratchModel = checked(ScratchModelConfig, config=FORBID)
 Teacher = checked(OpenAIPolicyConfig, config=FORBID)
+VLLMServer = checked(VLLMServerConfig, config=FORBID)
 
 
 @dataclasses.dataclass
@@ -149,6 +152,12 @@ class Synthesize(Section):
     """Play only the first N specs of the split (any prefix is balanced); null plays them all."""
     teacher_url: str | None = Field(None, pattern=r"^https?://")
     """OpenAI-compatible base URL ending in /v1; null starts the embedded teacher on a loopback port."""
+    teacher_model: str | None = Field(None, min_length=1)
+    """A model folder (a checkpoint such as data/models/sft) or hub id served by vLLM as the teacher (`make vllm`):
+    the stage starts it on a loopback port, under the name `teacher.model` (null: the folder's), and stops it at
+    the end; null: none."""
+    vllm: VLLMServer = Field(default_factory=VLLMServer)
+    """How that server starts (envs/policies/vllm_server_config.py): vLLM's venv, dtype, context, KV cache."""
     teacher_skill: float | None = Field(None, ge=0.0, le=1.0)
     """Embedded teacher only: its slip rate; null = the env's calibrated default (tic-tac-toe: 0.5, like
     gpt-5-mini)."""
@@ -159,6 +168,12 @@ class Synthesize(Section):
     """Episodes played together; each finished batch is journaled (keep it when resuming)."""
     requests_per_second: float | None = Field(None, gt=0.0)
     """Average request rate (an API quota, e.g. 5); null = no limit."""
+
+    @model_validator(mode="after")
+    def _one_teacher(self) -> Synthesize:
+        if self.teacher_url and self.teacher_model:
+            raise ValueError("set teacher_url (an endpoint) or teacher_model (served by vLLM here), not both")
+        return self
 
     @field_validator("teacher")
     @classmethod
@@ -206,8 +221,8 @@ class SFT(Section):
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
-    learning_rate: float = Field(0.001, gt=0.0)
-    """Peak learning rate."""
+    learning_rate: float = Field(0.0005, gt=0.0)
+    """Peak learning rate (measured on the scratch model with 4-token replies: 1e-3 overshoots, 5e-4 does not)."""
     lr_scheduler_type: str = "cosine"
     """transformers learning-rate schedule."""
     warmup_steps: int = Field(30, ge=0)
@@ -324,6 +339,11 @@ class EvaluateConfig(Section):
     """Row the report compares the others against; null = the first row."""
     progress: bool = False
     """Show a progress bar per policy (stderr)."""
+    vllm_rows: list[str] = Field(default_factory=list)
+    """Rows (model folders or hub ids) played through vLLM instead of transformers: the stage serves each one with
+    vLLM (`make vllm`) on a loopback port for its games, then stops it. Empty: no vLLM."""
+    vllm: VLLMServer = Field(default_factory=VLLMServer)
+    """How those servers start (envs/policies/vllm_server_config.py): vLLM's venv, dtype, context, KV cache."""
 
     @field_validator("opponents")
     @classmethod
@@ -332,6 +352,20 @@ class EvaluateConfig(Section):
         if value is not None and len(set(value)) != len(value):
             raise ValueError(f"opponents {value} repeat a name; list each opponent once")
         return value
+
+    @model_validator(mode="after")
+    def _vllm_rows_are_models(self) -> EvaluateConfig:
+        for name in self.vllm_rows:
+            spec = self.policies.get(name)
+            if spec is None:
+                raise ValueError(
+                    f"vllm_rows names {name!r}, not a policy row; rows are {list(self.policies)}"
+                )
+            if spec.split("-")[0] in SCRIPTED or spec.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"vllm_rows: row {name!r} is {spec!r}, not a model folder or hub id vLLM can serve"
+                )
+        return self
 
     @model_validator(mode="after")
     def _baseline_is_a_row(self) -> EvaluateConfig:

@@ -28,9 +28,10 @@ from envs import Environment, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
 from envs.policies.openai_server import serve_in_thread
+from envs.policies.vllm_server import VLLMServer
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.episodes import episode_env
-from tasks.fingerprint import digest
+from tasks.fingerprint import content_digest, digest
 from tasks.generate import validate_specs
 from tasks.journal import Journal
 from tasks.sections import Params, Synthesize
@@ -77,9 +78,14 @@ class RateLimited:
 
 @contextlib.contextmanager
 def teacher_endpoint(config: Synthesize, env: Environment) -> Iterator[str]:
-    """The teacher's base URL: the configured endpoint, or the env's embedded teacher served for the duration."""
+    """The teacher's base URL: the configured endpoint, a checkpoint served by vLLM for the duration, or the env's
+    embedded teacher served for the duration."""
     if config.teacher_url:
         yield config.teacher_url
+        return
+    if config.teacher_model:
+        with VLLMServer(config.teacher_model, config.vllm, name=teacher_model(config, env)) as server:
+            yield server.base_url
         return
     skill = teacher_skill(config, env)
     with serve_in_thread(env.teacher_app(skill, teacher_model(config, env))) as url:
@@ -93,8 +99,9 @@ def teacher_skill(config: Synthesize, env: Environment) -> float:
 
 
 def teacher_model(config: Synthesize, env: Environment) -> str | None:
-    """The model name requests carry: the section's, the embedded teacher's, or None (the endpoint's only one)."""
-    return config.teacher.model or (None if config.teacher_url else env.teacher_model)
+    """The model name requests carry: the section's, the embedded teacher's, or None (the endpoint's only one; a
+    vLLM teacher serves under its folder's name)."""
+    return config.teacher.model or (None if config.teacher_url or config.teacher_model else env.teacher_model)
 
 
 def teacher_policy(config: Synthesize, base_url: str, seed: int, model: str | None = None) -> OpenAIPolicy:
@@ -109,7 +116,11 @@ def fingerprint(params: Params) -> str:
     config, teacher = params.synthesize, params.synthesize.teacher
     env = load_environment(**params.env.kwargs())
     who = {"url": config.teacher_url or "embedded", "model": teacher_model(config, env)}
-    if not config.teacher_url:
+    if config.teacher_model:  # what the checkpoint is, not where: a retrained one plays other games
+        model = config.teacher_model
+        weights = content_digest(model) if Path(model).exists() else model  # a hub id names its weights
+        who.update(url="vllm", weights=weights, dtype=config.vllm.dtype)
+    elif not config.teacher_url:
         who["skill"] = teacher_skill(config, env)
     decisive = {
         "env": params.env.kwargs(),

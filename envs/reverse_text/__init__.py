@@ -4,21 +4,17 @@ lengths. `load_environment(**kwargs)`: its keyword defaults are the env's config
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 from envs.environment import SingleTurnEnv
 from envs.parser import XMLParser
 from envs.policies.base import Conversation, Policy, Reply, UnplayableRequest
 from envs.rubric import Rubric
-from envs.suite import SpecChecks
+from envs.splits import SPLIT_SEEDS, SeededSplits
 
 SYSTEM_PROMPT = "Reverse the text character by character. Answer inside <reversed_text></reversed_text>."
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "po", "de", "gu", "fe", "zo", "ba", "xi", "qu")
-# Disjoint seed ranges keep splits apart whatever their sizes (as in tic-tac-toe).
-SPLIT_SEEDS = {"train": (0, 10**9), "eval": (10**9, 2 * 10**9), "test": (2 * 10**9, 3 * 10**9)}
 
 
 def make_text(seed: int, stratum: int) -> str:
@@ -76,7 +72,7 @@ class ReverseTeacher:
         return replies
 
 
-class ReverseTextEnv(SingleTurnEnv):
+class ReverseTextEnv(SeededSplits, SingleTurnEnv):
     """Reverse the user's text; strata are text lengths, balanced round-robin in every split."""
 
     teacher_skill = 0.2  # the embedded teacher slips on a fifth of the texts: competent, not perfect
@@ -90,49 +86,15 @@ class ReverseTextEnv(SingleTurnEnv):
         rubric.add(exact, 0.0)
         rubric.add(parser.format_reward, 0.0, name="format")
         super().__init__(rubric=rubric, parser=parser, system_prompt=SYSTEM_PROMPT, name="reverse_text")
-        self.sizes = {"train": num_train, "eval": num_eval, "test": num_test}
-        self.seed, self.num_groups, self.specs_dir = seed, num_groups, specs_dir
-        self._splits: dict = {}
+        self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
 
-    def make_spec(self, seed: int, stratum: int | None = None) -> dict:
-        """The spec of a seed: its stratum (from the seed unless given) and its text."""
-        stratum = random.Random(seed).randrange(self.num_groups) if stratum is None else stratum
-        return {"seed": seed, "stratum": stratum, "text": make_text(seed, stratum)}
+    def spec_fields(self, seed: int, stratum: int) -> dict:
+        """The text of a seed in a stratum."""
+        return {"text": make_text(seed, stratum)}
 
     def initial_messages(self, spec: dict, state: dict) -> list[dict]:
         """The instruction, then the text alone."""
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": spec["text"]}]
-
-    def split_specs(self, split: str) -> list[dict]:
-        """Unique seeds from the split seed (or the generate stage's `specs_dir`), strata round-robin."""
-        if self.specs_dir is not None:
-            path = Path(self.specs_dir) / f"{split}.jsonl"
-            rows = [
-                json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-            ]
-            return [self.make_spec(int(r["seed"]), int(r["stratum"])) for r in rows]
-        low, high = SPLIT_SEEDS[split]
-        seeds = random.Random(f"{self.seed}:{split}").sample(range(low, high), self.sizes[split])
-        return [self.make_spec(s, i % self.num_groups) for i, s in enumerate(seeds)]
-
-    def get_dataset(self, split: str = "train"):
-        """A `datasets.Dataset` of specs, built on first use."""
-        if split not in SPLIT_SEEDS:
-            raise KeyError(f"reverse_text has no split {split!r}; available: {sorted(SPLIT_SEEDS)}")
-        if split not in self._splits:
-            from datasets import Dataset  # lazy: playing an episode needs no datasets
-
-            self._splits[split] = Dataset.from_list(self.split_specs(split))
-        return self._splits[split]
-
-    @property
-    def dataset(self) -> dict:
-        """All three splits."""
-        return {s: self.get_dataset(s) for s in SPLIT_SEEDS}
-
-    @dataset.setter
-    def dataset(self, value: object) -> None:
-        pass  # splits come from the settings, never assigned
 
     def corpus(self) -> Iterator[str]:
         """The instruction (repeated: a tokenizer learns it as few tokens), texts and their tagged reversals."""
@@ -141,10 +103,6 @@ class ReverseTextEnv(SingleTurnEnv):
             for row in self.get_dataset(split):
                 yield row["text"]
                 yield f"<reversed_text>{row['text'][::-1]}</reversed_text>"
-
-    def spec_checks(self) -> SpecChecks:
-        """Seed, stratum and text in every spec."""
-        return SpecChecks(columns=("seed", "stratum", "text"), strata=self.num_groups)
 
     def curation_defaults(self) -> dict:
         """Exact reversals only: the teacher's slips are what curation removes."""
@@ -164,6 +122,4 @@ def load_environment(
     specs_dir: str | None = None,
 ) -> ReverseTextEnv:
     """The reverse_text env: split sizes, split seed, length strata, and where generated specs live."""
-    if min(num_train, num_eval, num_test) < 0 or num_groups < 1:
-        raise ValueError("split sizes must not be negative and num_groups must be at least 1")
     return ReverseTextEnv(num_train, num_eval, num_test, seed, num_groups, specs_dir)

@@ -128,7 +128,9 @@ def test_games_that_do_not_replay_are_refused_each_named(params: dict, stage_con
     path = Path(params["layout"]["episodes"]) / "episodes.jsonl"
     episodes = read_jsonl(path)
     kept = [e for e in episodes if e["state"]["outcome"] != "loss" and e["values"]["move_optimality"] >= 1.0]
-    board, move, refusal = kept[0], kept[1], kept[2]
+    # The edited board is a later one, so a game of two turns at least: a mid-game start can end on its first move.
+    board = next(e for e in kept if sum(m["role"] == "user" for m in e["messages"]) >= 2)
+    move, refusal = [e for e in kept if e is not board][:2]
     user_turn = next(i for i, m in enumerate(board["messages"]) if m["role"] == "user" and i > 1)
     board["messages"][user_turn]["content"] = "X\nXXX/XXX/XXX"
     move["messages"][[i for i, m in enumerate(move["messages"]) if m["role"] == "assistant"][0]][

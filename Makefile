@@ -68,8 +68,11 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 
 # The suite serves a checkpoint through vLLM (tests/envs/training/test_vllm.py): its venv comes first.
+# Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
+# PYTEST_WORKERS=0 runs the suite in this process.
+PYTEST_WORKERS ?= 2
 test: lint vllm
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install
 	$(PY) -m bench.run

@@ -29,3 +29,53 @@ def _isolated_mlflow(monkeypatch):
         while mlflow.active_run() is not None:
             mlflow.end_run()
         mlflow.set_tracking_uri(None)
+
+
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Work is handed
+# out by group (`group` below: xdist's loadscope, with one change), a group's tests run in file order on one worker:
+# - each test module is a group: a module-scoped fixture (a scratch project, a served env) is built once, and a
+#   module whose tests build on the previous test's state (tests/flows/test_pipeline.py) keeps its order;
+# - the change: every test that reads one env's smoke pipeline run (`smoke_pipeline`, tests/flows/conftest.py) is in
+#   that env's group, so the pipeline runs once per session, not once per worker: its case of
+#   tests/flows/test_pipeline_envs.py (`[<env>]`) and the env's own file, tests/flows/test_pipeline_<env>.py;
+# - on the workers, groups with `slow` tests go first, most slow tests first: the long end-to-end runs start at once
+#   instead of becoming the tail of the run. Without xdist the order is the files' own.
+# (Not `--dist loadgroup` and xdist_group marks: xdist 3.8 renames node ids through an attribute pytest 9.2 no longer
+# reads, so the marks group nothing.)
+ENV_PIPELINES = "tests/flows/test_pipeline_"
+
+
+def group(nodeid: str) -> str:
+    """The xdist work unit of a test: its module, or `smoke-pipeline-<env>` for a test of that env's pipeline run."""
+    module = nodeid.split("::")[0]
+    if module == f"{ENV_PIPELINES}envs.py" and nodeid.endswith("]"):
+        return f"smoke-pipeline-{nodeid[nodeid.rindex('[') + 1 : -1]}"
+    if module.startswith(ENV_PIPELINES):
+        return f"smoke-pipeline-{module.removeprefix(ENV_PIPELINES).removesuffix('.py')}"
+    return module
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist is optional)
+    """`--dist loadscope` with `group` as the scope."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput") and config.getvalue("dist") == "loadscope":
+        slow: dict[str, int] = {}
+        for item in items:
+            slow[group(item.nodeid)] = slow.get(group(item.nodeid), 0) + (
+                item.get_closest_marker("slow") is not None
+            )
+        items.sort(
+            key=lambda item: -slow[group(item.nodeid)]
+        )  # stable: file order within, and between equal groups

@@ -1,41 +1,23 @@
-"""reverse_text through the whole smoke pipeline (DVC alone), then `wander eval --env reverse_text`."""
+"""reverse_text through the whole smoke pipeline (DVC alone), then `wander eval --env reverse_text`.
+
+The run is tests/flows/conftest.py's `smoke_pipeline("reverse_text")`; what holds for every env is in
+test_pipeline_envs.py, what reverse_text's outputs mean is here."""
 
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
-from flows.scratch import copy_project, run_in
-
-# What `dvc exp run -S env.name=reverse_text` cannot say: the env section is replaced whole (tic-tac-toe's own
-# settings would be unknown keys), and GRPO's stages stop setting tic-tac-toe's opponent range and penalty.
-ENV = {"name": "reverse_text", "num_groups": 4}  # 4 groups of 4 episodes per GRPO batch: one per stratum
-
-
-def reverse_text_params(params: dict) -> dict:
-    """The smoke params with the reverse_text env: every other env-dependent key is null (the env's default)."""
-    params["env"] = dict(ENV)
-    params["grpo"]["invalid_penalty"] = None
-    params["grpo"]["curve_every"] = 0  # seconds saved: the curve's suite is tested with tic-tac-toe
-    params["grpo"]["keep_best"] = False
-    for stage in params["grpo"]["stages"].values():
-        stage["random_move_prob"] = None
-    lineage = dict(params["register"]["lineage"])
-    params["evaluate"]["policies"] = {**lineage, "teacher": "expert-0.2"}
-    return params
+from flows.cli import main
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_project(tmp_path_factory.mktemp("reverse_text"), profile="smoke")
-    params = reverse_text_params(yaml.safe_load((root / "params.yaml").read_text()))
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    run_in(root, ["dvc", "repro"])
-    return root
+def project(smoke_pipeline: Callable[[str], Path]) -> Path:
+    """The session's smoke pipeline run of reverse_text (tests/flows/conftest.py), shared with test_pipeline_envs."""
+    return smoke_pipeline("reverse_text")
 
 
 @pytest.mark.slow
@@ -69,12 +51,13 @@ def test_reverse_text_runs_the_whole_pipeline(project: Path) -> None:
 
 
 @pytest.mark.slow
-def test_wander_eval_plays_reverse_text(project: Path) -> None:
-    out = run_in(
-        project,
-        [sys.executable, "-m", "flows.cli", "eval", "--env", "reverse_text", "--policy", "sft=data/models/sft",
-         "--policy", "expert", "--baseline", "expert", "--games", "2", "--out", "adhoc"],
-    )  # fmt: skip
-    assert "stratum-2" in out and (project / "adhoc/non_loss_heatmap.png").is_file()
+def test_wander_eval_plays_reverse_text(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # In this process (tests/flows/test_cli.py covers the command's own process): `wander eval` is flows.cli.main.
+    assert main(
+        ["eval", "--env", "reverse_text", "--policy", f"sft={project / 'data/models/sft'}", "--policy", "expert",
+         "--baseline", "expert", "--games", "2", "--out", str(project / "adhoc"), "--no-progress"]
+    ) == 0  # fmt: skip
+    out = capsys.readouterr()
+    assert "stratum-2" in out.out + out.err and (project / "adhoc/non_loss_heatmap.png").is_file()
     metrics = json.loads((project / "adhoc/metrics.json").read_text())
     assert metrics["expert"]["reward"]["all"] == 1.0  # the slip-free teacher reverses every text

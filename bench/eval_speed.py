@@ -15,7 +15,9 @@ from tasks.sections import EvaluateConfig
 
 def matrix_speed(spec: str, games_per_cell: int) -> dict:
     """Wall time of the whole matrix (5 opponents x 2 sides) for one policy, model loading included."""
-    config = EvaluateConfig(baseline=None, policies={"bench": spec}, games=games_per_cell, progress=False)
+    config = EvaluateConfig(
+        baseline=None, policies={"bench": spec}, references=[], games=games_per_cell, progress=False
+    )
     start = time.perf_counter()
     result = run_matrix(config)
     seconds = time.perf_counter() - start

@@ -123,7 +123,9 @@ class PipelineHooks:
         return create_app(lambda seed: self.teacher_policy(skill, seed), model_name or self.teacher_model)
 
     def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
-        """A scripted player of this env by name (`expert-<slip>`: the teacher), or None for other names."""
+        """A scripted player of this env by name (`teacher`, `expert-<slip>`: the teacher), or None for others."""
+        if name == "teacher":
+            return self.teacher_policy(self.teacher_skill, seed)
         kind, _, slip = name.partition("-")
         if kind != "expert":
             return None

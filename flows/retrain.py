@@ -65,12 +65,15 @@ def run_module(name: str, args: list[str], root: str, parent_run_id: str) -> Non
 
 
 @flow(name="wander-retrain", log_prints=True)
-def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str = "wander-tictactoe") -> dict:
-    """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics."""
+def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str | None = None) -> dict:
+    """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics.
+
+    `model_name` null: params.yaml's `register.model_name`, itself null for `wander-<env.name>`."""
     from tasks.tracking import pipeline_run
 
     seed = seed if seed is not None else datetime.date.today().toordinal()
     params = yaml.safe_load((Path(root) / "params.yaml").read_text())
+    model_name = model_name or params["register"].get("model_name") or f"wander-{params['env']['name']}"
     work = Path(params["layout"]["work"]) / RETRAIN_DIR / f"seed-{seed}"
     derived = retrain_params(params, work, seed)
     params_file = Path(root) / work / "params.yaml"

@@ -162,6 +162,7 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
         policies=parse_policies(
             args.policy or list(load_environment(**env_from_args(args)).reference_policies)
         ),
+        references=[],  # the rows are the --policy ones, or the references alone
         opponents=[o.strip() for o in args.opponents.split(",") if o.strip()] if args.opponents else None,
         games=args.games,
         seed=args.seed,

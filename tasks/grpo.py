@@ -38,10 +38,12 @@ def run(params: Params, stage: str) -> dict:
         raise ValueError(f"unknown grpo stage {stage!r}; params.yaml grpo.stages has {list(config.stages)}")
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
-    stages = dict(config.stages)
-    if config.invalid_penalty is not None:
-        penalty = {"invalid_penalty": config.invalid_penalty, **stages[stage].env_kwargs}
-        stages[stage] = dataclasses.replace(stages[stage], env_kwargs=penalty)
+    # The training env's settings: this env's blocks of the section and of the stage, over `env.<name>`.
+    name = params.env.name
+    stages = {
+        key: dataclasses.replace(s, env_kwargs={**config.env.get(name, {}), **s.env.get(name, {})})
+        for key, s in config.stages.items()
+    }
     start_model = Path(layout.models) / stages[stage].start
     if not start_model.is_dir():
         raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")

@@ -285,7 +285,7 @@ def run_matrix(
     `load_environment` kwargs; default: the default env's. Exact results are always computed here.
     """
     built = dict(built or {})
-    section = env if isinstance(env, Env) else Env.model_validate(dict(env or {}))
+    section = env if isinstance(env, Env) else Env.from_kwargs(dict(env or {}))
     local = load_environment(**section.kwargs())
     groups = config.opponents or local.suite_groups()
     specs = local.suite_specs(groups, config.games, config.seed)
@@ -293,7 +293,7 @@ def run_matrix(
     result = MatrixResult(
         rows=[],
         episodes={},
-        policies=dict(config.policies),
+        policies=config.rows(local.reference_policies),
         opponents=list(groups),
         games=config.games,
         decoding=config.decoding,
@@ -303,7 +303,7 @@ def run_matrix(
         render=local.render_episode,
         exact_note=local.exact_note,
     )
-    for name, spec in config.policies.items():
+    for name, spec in dict(result.policies).items():
         try:
             _play_policy_row(result, play, local, specs, config, name, built.get(name) or spec)
         except Exception as exc:

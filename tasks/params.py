@@ -116,20 +116,47 @@ def load_params(
 
 
 def check_env(params: Params, source: str = PARAMS_FILE) -> None:
-    """Check the env settings against the env's config dataclass (by convention `envs.<name>.<name>_config`)."""
-    settings = params.env.settings()
-    owned = sorted(set(settings) & set(PIPELINE_OWNED))
-    if owned:
-        where = ", ".join(f"{k} from {PIPELINE_OWNED[k]}" for k in owned)
-        raise ParamsError(f"{source}: section 'env': {owned} are set by the pipeline ({where}); remove them")
-    config_cls = env_config_class(params.env.name)
+    """Check every env block (`env.<name>`, and GRPO's per-env blocks over it) against that env's config dataclass."""
+    from envs.registry import BUILTIN
+
+    blocks = dict(params.env.model_extra or {})
+    for name, settings in blocks.items():
+        owned = sorted(set(settings) & set(PIPELINE_OWNED))
+        if owned:
+            where = ", ".join(f"{k} from {PIPELINE_OWNED[k]}" for k in owned)
+            raise ParamsError(
+                f"{source}: section 'env.{name}': {owned} are set by the pipeline ({where}); remove them"
+            )
+        config = _env_config(name, settings, source, f"env.{name}")
+        if config is not None:
+            blocks[name] = {k: getattr(config, k) for k in settings}  # as the env reads them
+    params.env.__pydantic_extra__ = blocks
+    # GRPO's blocks change the env's block for training: checked merged over it, as the stage builds them.
+    grpo = params.grpo
+    layers = [("grpo.env", grpo.env, {})] + [
+        (f"grpo.stages.{k}.env", s.env, grpo.env) for k, s in grpo.stages.items()
+    ]
+    for where, layer, under in layers:
+        for name, settings in layer.items():
+            if name not in BUILTIN and name != params.env.name:
+                raise ParamsError(
+                    f"{source}: section {where!r}: no environment is named {name!r}; blocks are named like "
+                    f"env.name (built in: {', '.join(BUILTIN)})"
+                )
+            _env_config(
+                name, {**blocks.get(name, {}), **under.get(name, {}), **settings}, source, f"{where}.{name}"
+            )
+
+
+def _env_config(name: str, settings: dict[str, Any], source: str, section: str) -> Any:
+    """The env's config built from `settings` (None when the env has no config dataclass); ParamsError if bad."""
+    config_cls = env_config_class(name)
     if config_cls is None:
-        return  # an env without a config dataclass checks its own kwargs
+        return None  # an env without a config dataclass checks its own kwargs
     try:
-        config = TypeAdapter(checked(config_cls, config=FORBID)).validate_python(settings)
+        return TypeAdapter(checked(config_cls, config=FORBID)).validate_python(settings)
     except ValidationError as e:
-        raise ParamsError(describe(e, config_cls, source, section="env")) from None
-    params.env.__pydantic_extra__ = {k: getattr(config, k) for k in settings}  # as the env reads them
+        raise ParamsError(describe(e, config_cls, source, section=section)) from None
 
 
 def env_config_class(name: str) -> type | None:

@@ -75,6 +75,7 @@ def champion_rows(
     opponents = list(dict.fromkeys(r["opponent"] for r in candidate_rows))
     eval_config = EvaluateConfig(
         policies={"champion": "registry"},
+        references=[],
         opponents=opponents,
         games=int(suite["games_per_cell"]),
         seed=int(suite["seed"]),
@@ -111,6 +112,8 @@ def decide(
 def run(params: Params) -> dict:
     """Log the candidate as a model, register a version with lineage tags, move the alias if better."""
     config = params.register
+    if config.model_name is None:  # one registered model per environment
+        config = config.model_copy(update={"model_name": f"wander-{params.env.name}"})
     import mlflow
     import mlflow.pyfunc
 

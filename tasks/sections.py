@@ -13,6 +13,7 @@ import dataclasses
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,6 +36,19 @@ VLLMServer = checked(VLLMServerConfig, config=FORBID)
 class _GRPOStage(CurriculumStage):
     start: str = "sft"
     """Model folder under `layout.models` the stage trains from: `sft` or `grpo-<earlier stage>`."""
+    env: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The stage's env settings, one block per environment (tic-tac-toe: `random_move_prob`, the opponent range);
+    the block of `env.name` applies, an environment without one plays the stage with its own settings."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # One way to say a stage's env settings in params: per env, so another env.name never meets them.
+        for key in ("random_move_prob", "env_kwargs"):
+            if getattr(self, key):
+                raise ValueError(
+                    f"stage {self.name!r}: write {key} per environment, e.g. env: {{tictactoe: {{random_move_prob: "
+                    "[0.0, 0.5]}}} (an environment without a block plays with its own settings)"
+                )
 
 
 GRPOStage = checked(_GRPOStage, config=FORBID)
@@ -88,8 +102,9 @@ class Layout(Section):
 
 
 class Env(Section):
-    """The environment every stage plays: `name` plus the env's own settings (for tic-tac-toe, the fields of
-    `TicTacToeConfig`), checked against that config by `tasks.params.check_env`."""
+    """The environment every stage plays: `name`, `url`, and one block of settings per environment (`env.<name>`:
+    for tic-tac-toe the fields of `TicTacToeConfig`, checked by `tasks.params.check_env`). Stages read the block of
+    `name`; an environment without a block plays its defaults, so `dvc exp run -S env.name=<other>` is enough."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -108,9 +123,34 @@ class Env(Section):
             )
         return value
 
+    @model_validator(mode="after")
+    def _blocks_per_env(self) -> Env:
+        from envs.registry import BUILTIN
+
+        for key, value in (self.model_extra or {}).items():
+            if not isinstance(value, dict):
+                raise ValueError(
+                    f"env.{key} = {value!r}: an environment's settings live in its own block, "
+                    f"env.<name>.{key} (e.g. env.tictactoe.{key})"
+                )
+            if key not in BUILTIN and key != self.name:
+                raise ValueError(
+                    f"env.{key}: no environment is named {key!r}; blocks are named like env.name "
+                    f"(built in: {', '.join(BUILTIN)})"
+                )
+        return self
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> Env:
+        """The section of `load_environment(**kwargs)`: `name` (default the default env's), `url`, its settings."""
+        settings = dict(kwargs)
+        name = settings.pop("name", cls.model_fields["name"].default)
+        url = settings.pop("url", None)
+        return cls.model_validate({"name": name, "url": url, name: settings})
+
     def settings(self) -> dict[str, Any]:
-        """The env's own settings (every key but `name` and `url`)."""
-        return dict(self.model_extra or {})
+        """The settings of the env being played: the block named like `name` ({} when there is none)."""
+        return dict((self.model_extra or {}).get(self.name) or {})
 
     def kwargs(self) -> dict[str, Any]:
         """`load_environment(**env.kwargs())`."""
@@ -241,9 +281,15 @@ class SFT(Section):
 
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the last updates train.
-    stages = {"wide": ("sft", (0.0, 1.0), 120), "strong": ("grpo-wide", (0.0, 0.5), 60)}
+    stages = {"wide": ("sft", [0.0, 1.0], 120), "strong": ("grpo-wide", [0.0, 0.5], 60)}
     return {
-        name: GRPOStage(name=name, start=start, random_move_prob=skills, max_steps=steps, batch_size=64)
+        name: GRPOStage(
+            name=name,
+            start=start,
+            max_steps=steps,
+            batch_size=64,
+            env={"tictactoe": {"random_move_prob": skills}},
+        )
         for name, (start, skills, steps) in stages.items()
     }
 
@@ -274,8 +320,10 @@ class GRPO(Section):
     keep_best: bool = True
     """Save the model of the best learning-curve point (the env's `curve_score`, the start model included), not
     the last step's; needs `curve_every`."""
-    invalid_penalty: float | None = -0.5
-    """Training-only weight of the env's invalid-move reward (evaluation keeps the env's); null = the env's."""
+    env: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"tictactoe": {"invalid_penalty": -0.5}})
+    """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
+    `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
+    evaluation keeps the env's -0.1."""
     max_completion_length: int = Field(16, ge=1)
     """Tokens per model turn."""
     logging_steps: int = Field(10, ge=1)
@@ -308,7 +356,7 @@ def _lineage() -> dict[str, str]:
 
 
 def _default_policies() -> dict[str, str]:
-    return {**_lineage(), "teacher": "expert-0.5", "minimax": "minimax", "random": "random"}
+    return {**_lineage(), "teacher": "teacher"}
 
 
 class EvaluateConfig(Section):
@@ -317,7 +365,11 @@ class EvaluateConfig(Section):
     settings (board text, turn limit) are the `env` section's."""
 
     policies: dict[str, str] = Field(default_factory=_default_policies, min_length=1)
-    """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order."""
+    """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order;
+    `teacher` is the env's embedded teacher at its default slip rate (tic-tac-toe: expert-0.5)."""
+    references: list[str] | None = None
+    """Scripted rows after `policies` (row name = spec); null = the env's `reference_policies` (tic-tac-toe:
+    minimax, random; others: expert, the teacher without slips); [] = none."""
     opponents: list[str] | None = Field(None, min_length=1)
     """Column groups, weakest first (tic-tac-toe: `random` or `minimax-<random-move probability>`; others:
     `stratum-<k>`); null = the env's own (`suite_groups`), checked by the env when the stage runs."""
@@ -377,6 +429,11 @@ class EvaluateConfig(Section):
             raise ValueError("temperature must be finite")
         return self
 
+    def rows(self, reference_policies: Sequence[str]) -> dict[str, str]:
+        """Every row, name -> spec: `policies`, then the references (the env's `reference_policies` when null)."""
+        references = reference_policies if self.references is None else self.references
+        return {**self.policies, **{name: name for name in references if name not in self.policies}}
+
     @property
     def decoding(self) -> str:
         """How models pick tokens, as reports say it."""
@@ -386,8 +443,8 @@ class EvaluateConfig(Section):
 class Register(Section):
     """Register the evaluated candidate in MLflow with its lineage; move `champion` only when it is better."""
 
-    model_name: str = "wander-tictactoe"
-    """Registered model name."""
+    model_name: str | None = None
+    """Registered model name; null = `wander-<env.name>`."""
     candidate: str = "grpo-strong"
     """Row of the evaluation matrix (and lineage entry) registered."""
     lineage: dict[str, str] = Field(default_factory=_lineage)

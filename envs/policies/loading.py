@@ -7,7 +7,7 @@ from typing import Any
 
 from envs.policies.base import Policy
 
-SCRIPTED = ("random", "minimax", "expert")
+SCRIPTED = ("random", "minimax", "expert", "teacher")
 
 
 def make_policy(
@@ -28,11 +28,14 @@ def make_policy(
       None takes the endpoint's only model from its `/models`,
     - anything else: a local model folder or a hub id, loaded with transformers.
 
-    With `env`, its own scripted players (`env.scripted_policy`) come first: `expert-P` is that env's teacher.
+    With `env`, its own scripted players (`env.scripted_policy`) come first: `expert-P` is that env's teacher at
+    slip rate P, `teacher` the embedded teacher at the env's default rate.
     """
     scripted = env.scripted_policy(spec, seed) if env is not None else None
     if scripted is not None:
         return scripted
+    if spec == "teacher":
+        raise ValueError("policy 'teacher' is an environment's embedded teacher: give make_policy the env")
     if env is None and spec.split("-")[0] in SCRIPTED:
         from envs.tictactoe.players import scripted_player
 

@@ -26,7 +26,7 @@ class TicTacToePipeline(PipelineHooks):
     headline_metric = "non_loss"
     outcomes = ("win", "draw", "loss")
     teacher_skill = TEACHER_SKILL
-    reference_policies = ("random", "minimax")
+    reference_policies = ("minimax", "random")
     exact_note = "Expected rates summed over every reply the opponent can make, both sides pooled."
 
     @property
@@ -125,7 +125,9 @@ class TicTacToePipeline(PipelineHooks):
         return teacher_app(self.teacher_skill if skill is None else skill, model_name or TEACHER_MODEL)
 
     def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
-        """`random`, `minimax[-p]` or `expert[-p]`; None for any other name."""
+        """`random`, `minimax[-p]`, `expert[-p]` or `teacher` (expert at the teacher's slip rate); else None."""
+        if name == "teacher":
+            return super().scripted_policy(name, seed)
         if name.split("-")[0] not in ("random", "minimax", "expert"):
             return None
         return scripted_player(name, seed=seed)

@@ -12,35 +12,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 
 from flows.scratch import copy_project, run_in
 
-# Per environment, what `dvc exp run -S env.name=<name>` cannot say: the env section is replaced whole
-# (tic-tac-toe's own settings would be unknown keys), and the evaluation's reference row (the env's teacher).
-PIPELINE_ENVS: dict[str, dict] = {
-    # 4 groups of 4 episodes per GRPO batch: one per stratum.
-    "reverse_text": {"env": {"num_groups": 4}, "teacher": "expert-0.2"},
-}
-
-
-def env_smoke_params(params: dict, name: str) -> dict:
-    """The smoke params with env `name`: every other env-dependent key is null (the env's default)."""
-    settings = PIPELINE_ENVS[name]
-    params["env"] = {"name": name, **settings.get("env", {})}
-    params["grpo"]["invalid_penalty"] = None
-    params["grpo"]["curve_every"] = 0  # seconds saved: the curve's suite is tested with tic-tac-toe
-    params["grpo"]["keep_best"] = False
-    for stage in params["grpo"]["stages"].values():
-        stage["random_move_prob"] = None
-    lineage = dict(params["register"]["lineage"])
-    params["evaluate"]["policies"] = {**lineage, "teacher": settings["teacher"]}
-    return params
+# Every environment the smoke pipeline runs end to end, each with `dvc exp run -S env.name=<name>` alone: the
+# env's settings block (none: its defaults), its evaluation rows (`teacher` and its references) and its registered
+# model name all follow from the name.
+PIPELINE_ENVS = ["reverse_text", "double_check", "calculator"]
 
 
 @pytest.fixture(scope="session")
 def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """`smoke_pipeline(name)`: a scratch project where `dvc repro` ran the smoke pipeline with env `name`.
+    """`smoke_pipeline(name)`: a scratch project where `dvc exp run -S env.name=<name>` ran the smoke pipeline.
 
     Run once per env and session; tests only read it (copy it before changing anything).
     """
@@ -50,9 +33,7 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
         if name not in done:
             try:
                 root = copy_project(tmp_path_factory.mktemp(f"pipeline-{name}"), profile="smoke")
-                params = env_smoke_params(yaml.safe_load((root / "params.yaml").read_text()), name)
-                (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-                run_in(root, ["dvc", "repro"])
+                run_in(root, ["dvc", "exp", "run", "-S", f"env.name={name}"])
                 done[name] = root
             except BaseException as e:  # a timeout too: the next tests fail at once, no rerun
                 done[name] = e

@@ -14,7 +14,7 @@ from tasks.validation import InputError
 
 
 def section(**values: object) -> Env:
-    return Env.model_validate({"name": "tictactoe", "rendering": "board", "max_turns": 8, **values})
+    return Env.from_kwargs({"name": "tictactoe", "rendering": "board", "max_turns": 8, **values})
 
 
 def test_null_plays_here_and_a_bad_url_is_refused_when_params_load(tmp_path):

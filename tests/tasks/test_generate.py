@@ -24,7 +24,7 @@ def test_splits_are_sized_balanced_disjoint_and_validated(shared_params: dict, g
     assert {s: len(rows) for s, rows in splits.items()} == sizes
     seeds = [r["seed"] for rows in splits.values() for r in rows]
     assert len(seeds) == len(set(seeds))
-    groups = shared_params["env"]["num_groups"]
+    groups = shared_params["env"]["tictactoe"]["num_groups"]
     for split, rows in splits.items():
         assert set(rows[0]) == {"seed", "random_move_prob", "stratum", "model_starts", "start_moves"}
         counts = [sum(r["stratum"] == g for r in rows) for g in range(groups)]

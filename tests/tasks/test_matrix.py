@@ -168,7 +168,7 @@ def test_policy_names():
 def test_local_model_goes_through_the_matrix(tiny_model):
     config = EvaluateConfig(
         baseline=None,
-        policies={"tiny": str(tiny_model)}, opponents=["random", "minimax-0"], games=2, max_new_tokens=8,
+        policies={"tiny": str(tiny_model)}, references=[], opponents=["random", "minimax-0"], games=2, max_new_tokens=8,
         progress=False,
     )  # fmt: skip
     env = {"name": "tictactoe", "max_turns": 3, "rendering": "grid"}  # the params' env section, not defaults

@@ -114,31 +114,64 @@ def test_nested_library_configs_are_checked_by_path(params: dict) -> None:
 def test_grpo_stages_are_typed_curriculum_stages(params: dict) -> None:
     stages = load_params(params=params).grpo.stages
     wide, strong = params["grpo"]["stages"]["wide"], params["grpo"]["stages"]["strong"]
-    assert stages["wide"].name == "wide" and stages["wide"].random_move_prob == tuple(
-        wide["random_move_prob"]
-    )
+    assert stages["wide"].name == "wide" and stages["wide"].env == wide["env"]
     assert stages["strong"].start == "grpo-wide"
     assert stages["strong"].batch_size == strong.get("batch_size", params["grpo"]["batch_size"])
     params["grpo"]["stages"]["wide"]["max_step"] = 3
     assert "section 'grpo': unknown key 'stages.wide.max_step' (did you mean 'max_steps'?)" in error(params)
-    params["grpo"]["stages"]["wide"] = {"random_move_prob": [0.0, 0.5, 1.0]}
-    assert "key 'stages.wide.random_move_prob': tuple should have at most 2 items" in error(params)
     params["grpo"]["stages"]["wide"] = {"temperature": 0.0}
     assert "stage 'wide': temperature must be positive" in error(params)
+    # A stage's env settings are per environment, checked against that env's config merged over env.<name>.
+    params["grpo"]["stages"]["wide"] = {"random_move_prob": [0.0, 0.5]}
+    assert "stage 'wide': write random_move_prob per environment, e.g. env: {tictactoe:" in error(params)
+    params["grpo"]["stages"]["wide"] = {"env": {"tictactoe": {"random_move_prob": [0.0, 0.5, 1.0]}}}
+    assert "section 'grpo.stages.wide.env.tictactoe': key 'random_move_prob'" in error(params)
+    params["grpo"]["stages"]["wide"] = {"env": {"tictactoe": {"invalid_penalti": -1.0}}}
+    assert "unknown key 'invalid_penalti' (did you mean 'invalid_penalty'?)" in error(params)
+    params["grpo"]["stages"]["wide"] = {}
+    params["grpo"]["env"] = {"tictactactoe": {"invalid_penalty": -1.0}}
+    assert "section 'grpo.env': no environment is named 'tictactactoe'" in error(params)
 
 
 def test_env_section_is_checked_against_the_env_config(params: dict) -> None:
     cases = [
-        ("max_turn", 9, "section 'env': unknown key 'max_turn' (did you mean 'max_turns'?)"),
-        ("random_move_prob", [0.0, "one"], "section 'env': key 'random_move_prob[1]' expects float, got str"),
-        ("rendering", "fancy", "section 'env': rendering must be 'board', 'compact' or 'grid'"),
-        ("seed", 3, "section 'env': ['seed'] are set by the pipeline (seed from generate)"),
+        ("max_turn", 9, "section 'env.tictactoe': unknown key 'max_turn' (did you mean 'max_turns'?)"),
+        (
+            "random_move_prob",
+            [0.0, "one"],
+            "section 'env.tictactoe': key 'random_move_prob[1]' expects float, got str",
+        ),
+        ("rendering", "fancy", "section 'env.tictactoe': rendering must be 'board', 'compact' or 'grid'"),
+        ("seed", 3, "section 'env.tictactoe': ['seed'] are set by the pipeline (seed from generate)"),
     ]
     for key, value, expected in cases:
         bad = copy.deepcopy(params)
-        bad["env"][key] = value
+        bad["env"]["tictactoe"][key] = value
         assert expected in error(bad)
     assert load_params(params=params).env.settings()["random_move_prob"] == (0.0, 1.0)  # as the env reads it
+    # A setting outside its env's block, or a block no env is named like, says where settings go.
+    bad = copy.deepcopy(params)
+    bad["env"]["history"] = "full"
+    assert (
+        "env.history = 'full': an environment's settings live in its own block, env.<name>.history"
+        in error(bad)
+    )
+    bad = copy.deepcopy(params)
+    bad["env"]["tic-tac-toe"] = {"history": "full"}
+    assert "env.tic-tac-toe: no environment is named 'tic-tac-toe'" in error(bad)
+
+
+def test_env_name_alone_switches_the_environment(params: dict) -> None:
+    # `dvc exp run -S env.name=reverse_text`: tic-tac-toe's blocks stay, unread; the other env plays its defaults.
+    params["env"]["name"] = "reverse_text"
+    loaded = load_params(params=params)
+    assert loaded.env.settings() == {} and loaded.env.kwargs() == {"name": "reverse_text"}
+    params["env"]["reverse_text"] = {"num_groups": 2}
+    assert load_params(params=params).env.kwargs() == {"name": "reverse_text", "num_groups": 2}
+    # Rows the env adds: its references after the policies (tic-tac-toe: minimax and random).
+    evaluate = loaded.evaluate
+    assert list(evaluate.rows(["expert"]))[-2:] == ["teacher", "expert"]
+    assert list(evaluate.model_copy(update={"references": []}).rows(["expert"]))[-1] == "teacher"
 
 
 def test_unknown_section(params: dict) -> None:

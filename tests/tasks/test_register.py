@@ -23,6 +23,7 @@ def scripted_rows(policy: str, games: int = 60) -> list[dict]:
     config = EvaluateConfig(
         baseline=None,
         policies={policy: policy},
+        references=[],
         opponents=["random", "minimax-0"],
         games=games,
         progress=False,
@@ -64,6 +65,7 @@ def project(tmp_path, monkeypatch):
             evaluate=EvaluateConfig(
                 baseline=None,
                 policies={"grpo": "data/models/grpo"},
+                references=[],
                 opponents=["random", "minimax-0"],
                 games=4,
                 max_new_tokens=8,

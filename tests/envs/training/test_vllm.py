@@ -49,6 +49,7 @@ def test_a_server_that_dies_at_startup_shows_its_log_and_leaves_nothing(tmp_path
 def test_the_evaluate_stage_serves_vllm_rows_itself(tmp_path):
     config = EvaluateConfig(
         policies={"served": str(tmp_path)},
+        references=[],
         vllm_rows=["served"],
         vllm={"python": sys.executable},
         games=1,
@@ -128,6 +129,7 @@ def server(checkpoint, tmp_path_factory):
 def test_greedy_games_through_vllm_equal_transformers_game_for_game(checkpoint, server):
     config = EvaluateConfig(
         policies={"transformers": checkpoint, "vllm": server.base_url},
+        references=[],
         api_model=server.name,
         opponents=OPPONENTS,
         games=GAMES,

@@ -9,6 +9,7 @@ python -m tasks.evaluate --policy base=data/models/base --policy minimax --games
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -19,7 +20,8 @@ from typing import Any
 
 from envs import Policy, load_environment
 from tasks import report, rubric_report, tracking
-from tasks.curves import read_curves
+from tasks.atomic import write_text
+from tasks.curves import plot_curves, read_curves
 from tasks.matrix import RATES, MatrixInterrupted, MatrixResult, run_matrix
 from tasks.report import OUTPUTS
 from tasks.sections import Env, EvaluateConfig, Params
@@ -34,8 +36,18 @@ def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
 
 
 def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline: str | None = None) -> dict:
-    """Every output of the suite under `out_dir`; their paths by kind."""
-    return REPORTS[result.suite].write_report(result, out_dir, seed, baseline)
+    """Every output of the suite under `out_dir` (each file written atomically); their paths by kind."""
+    suite = REPORTS[result.suite]
+    paths = {kind: Path(out_dir) / name for kind, name in OUTPUTS.items()}
+    write_text(paths["metrics"], json.dumps(suite.headline_metrics(result, baseline), indent=2) + "\n")
+    write_text(paths["matrix"], json.dumps(suite.matrix_dict(result, seed), indent=2) + "\n")
+    write_text(paths["csv"], report.csv_text(result.rows))
+    metric, labels = suite.plot_labels(result)
+    report.plot_heatmap(result, paths["heatmap"], metric, labels)
+    report.plot_bars(result, paths["bars"], metric, labels)
+    plot_curves(result.curves, paths["curve"])
+    write_text(paths["report"], suite.markdown_report(result, seed, baseline))
+    return paths
 
 
 def text_table(result: MatrixResult) -> str:

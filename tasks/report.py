@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import math
-import os
 import textwrap
 from pathlib import Path
 
@@ -19,17 +18,16 @@ import numpy as np  # noqa: E402
 
 from envs import Episode  # noqa: E402
 from envs.policies.loading import SCRIPTED  # noqa: E402
-from tasks.atomic import write_atomic, write_text  # noqa: E402
+from tasks.atomic import write_atomic  # noqa: E402
 from tasks.compare import compare, conclusion  # noqa: E402
-from tasks.curves import plot_curves  # noqa: E402
 from tasks.matrix import MatrixResult, exact_lines, pooled, summary  # noqa: E402
 
 OUTPUTS = {
     "metrics": "metrics.json",
     "matrix": "matrix.json",
     "csv": "matrix.csv",
-    "heatmap": "non_loss_heatmap.png",
-    "bars": "non_loss_by_policy.png",
+    "heatmap": "headline_heatmap.png",  # the suite's headline metric (tic-tac-toe: non-loss rate)
+    "bars": "headline_by_policy.png",
     "report": "report.md",
     "curve": "learning_curve.png",
 }
@@ -66,7 +64,12 @@ def matrix_dict(result: MatrixResult, seed: int) -> dict:
             opponents[opponent] = {**sides, "both": summary(cells)}
         policies[name] = {"overall": summary(rows), "opponents": opponents}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
-    return {"games_per_cell": result.games, "seed": seed, "policies": clean}
+    return {"games_per_cell": result.games, "seed": seed, "policies": clean, "exact": result.exact}
+
+
+def plot_labels(result: MatrixResult) -> tuple[str, dict[str, str]]:
+    """The metric the plots show and what they say about it: the non-loss rate per opponent and side."""
+    return "non_loss", GAME_LABELS
 
 
 def headline_policies(result: MatrixResult, baseline: str | None = None) -> list[str]:
@@ -364,21 +367,3 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 "",
             ]
     return "\n".join(md).rstrip() + "\n"
-
-
-def write_report(
-    result: MatrixResult, out_dir: str | os.PathLike, seed: int, baseline: str | None = None
-) -> dict:
-    """Write every output under `out_dir`; return their paths by kind."""
-    out = Path(out_dir)
-    paths = {kind: out / name for kind, name in OUTPUTS.items()}
-    write_text(paths["metrics"], json.dumps(headline_metrics(result, baseline), indent=2) + "\n")
-    write_text(
-        paths["matrix"], json.dumps({**matrix_dict(result, seed), "exact": result.exact}, indent=2) + "\n"
-    )
-    write_text(paths["csv"], csv_text(result.rows))
-    plot_heatmap(result, paths["heatmap"])
-    plot_bars(result, paths["bars"])
-    plot_curves(result.curves, paths["curve"])
-    write_text(paths["report"], markdown_report(result, seed, baseline))
-    return paths

@@ -8,14 +8,10 @@ once, for every env; the "heatmap" and "bars" files plot the env's headline metr
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
-from tasks.atomic import write_text
 from tasks.compare import compare, conclusion
-from tasks.curves import plot_curves
 from tasks.matrix import MatrixResult, pooled
-from tasks.report import OUTPUTS, csv_text, headline_policies, plot_bars, plot_heatmap
+from tasks.report import OUTPUTS, headline_policies
 
 
 def metric_names(result: MatrixResult) -> list[str]:
@@ -23,9 +19,9 @@ def metric_names(result: MatrixResult) -> list[str]:
     return [k.removesuffix("_sd") for k in result.rows[0] if k.endswith("_sd")]
 
 
-def labels(result: MatrixResult) -> dict[str, str]:
-    """What the plots say about the headline metric and the columns."""
-    return {
+def plot_labels(result: MatrixResult) -> tuple[str, dict[str, str]]:
+    """The metric the plots show (the env's headline) and what they say about it and the columns."""
+    return result.headline, {
         "title": f"Mean {result.headline}",
         "axis": f"mean {result.headline}",
         "columns": "difficulty stratum; split",
@@ -138,19 +134,3 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 "",
             ]
     return "\n".join(md).rstrip() + "\n"
-
-
-def write_report(
-    result: MatrixResult, out_dir: str | os.PathLike, seed: int, baseline: str | None = None
-) -> dict:
-    """Write every output under `out_dir`; return their paths by kind."""
-    out = Path(out_dir)
-    paths = {kind: out / name for kind, name in OUTPUTS.items()}
-    write_text(paths["metrics"], json.dumps(headline_metrics(result, baseline), indent=2) + "\n")
-    write_text(paths["matrix"], json.dumps(matrix_dict(result, seed), indent=2) + "\n")
-    write_text(paths["csv"], csv_text(result.rows))
-    plot_heatmap(result, paths["heatmap"], result.headline, labels(result))
-    plot_bars(result, paths["bars"], result.headline, labels(result))
-    plot_curves(result.curves, paths["curve"])
-    write_text(paths["report"], markdown_report(result, seed, baseline))
-    return paths

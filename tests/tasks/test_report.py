@@ -12,9 +12,9 @@ from envs.policies.base import Reply
 from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
-from tasks.evaluate import mlflow_key, run
+from tasks.evaluate import mlflow_key, run, write_report
 from tasks.matrix import run_matrix
-from tasks.report import OUTPUTS, markdown_report, sample_games, text_table, write_report
+from tasks.report import OUTPUTS, markdown_report, sample_games, text_table
 from tasks.sections import EvaluateConfig, Params
 
 OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
@@ -160,7 +160,7 @@ def test_report_contains_every_cell(paths, result):
         cell = f"| {r['opponent']} | {r['side']} | {r['win']:.2f} [{r['win_ci_low']:.2f}, {r['win_ci_high']:.2f}]"
         assert cell in text, cell
         assert f"{r['non_loss']:.2f} [{r['non_loss_ci_low']:.2f}, {r['non_loss_ci_high']:.2f}]" in text
-    assert "![non-loss heatmap](non_loss_heatmap.png)" in text and "decoding: greedy" in text
+    assert "![non-loss heatmap](headline_heatmap.png)" in text and "decoding: greedy" in text
     assert "## Compared with `random`" in text and "minimax is better than random" in text
 
 
@@ -245,4 +245,4 @@ def test_mlflow_logging_when_a_run_is_active(tmp_path, monkeypatch):
     logged = mlflow.get_run(active.info.run_id)
     assert logged.data.metrics[mlflow_key("eval", "m", "random", "first", "non_loss")] == 1.0
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(active.info.run_id, "evaluate")}
-    assert "evaluate/report.md" in artifacts and "evaluate/non_loss_heatmap.png" in artifacts
+    assert "evaluate/report.md" in artifacts and "evaluate/headline_heatmap.png" in artifacts

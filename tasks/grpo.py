@@ -62,7 +62,7 @@ def run(params: Params, stage: str) -> dict:
         curve = LearningCurveCallback(curve_env, trainer, config.curve_every, keep_best=config.keep_best)
         trainer.add_callback(curve)
     # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
-    inputs = (config, params.env.model_dump(mode="json", exclude={"url"}), stage)
+    inputs = (config, params.env.kwargs(), stage)
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
     out = Path(layout.models) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:

@@ -129,7 +129,7 @@ def run(params: Params) -> dict:
     start = time.monotonic()
     trainer = SFTTrainer(model=layout.base_model, args=args, train_dataset=dataset)
     result = train_resumable(
-        trainer, fingerprint=fingerprint((config, params.env), layout.base_model, layout.sft)
+        trainer, fingerprint=fingerprint((config, params.env.kwargs()), layout.base_model, layout.sft)
     )
     out = Path(layout.models) / "sft"
     with atomic_dir(out) as tmp:

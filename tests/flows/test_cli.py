@@ -38,7 +38,7 @@ def test_eval_prints_the_table_and_writes_the_report(tmp_path, capsys):
     assert "10 games per cell" in stdout and "non-loss [95% CI]" in stdout
     assert stdout.count("minimax ") >= 4 and stdout.count("rnd ") == 4  # one line per opponent x side
     assert {p.name for p in out.iterdir()} == {
-        "metrics.json", "matrix.json", "matrix.csv", "non_loss_heatmap.png", "non_loss_by_policy.png", "report.md",
+        "metrics.json", "matrix.json", "matrix.csv", "headline_heatmap.png", "headline_by_policy.png", "report.md",
         "learning_curve.png",
     }  # fmt: skip
     matrix = json.loads((out / "matrix.json").read_text())

@@ -40,7 +40,7 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "data/models/grpo-wide/model.safetensors",
         "data/models/grpo-strong/model.safetensors",
         "data/eval/report.md",
-        "data/eval/non_loss_heatmap.png",
+        "data/eval/headline_heatmap.png",
         "data/eval/matrix.csv",
     ):
         assert (root / path).is_file(), path

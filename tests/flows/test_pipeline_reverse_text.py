@@ -58,6 +58,6 @@ def test_wander_eval_plays_reverse_text(project: Path, capsys: pytest.CaptureFix
          "--baseline", "expert", "--games", "2", "--out", str(project / "adhoc"), "--no-progress"]
     ) == 0  # fmt: skip
     out = capsys.readouterr()
-    assert "stratum-2" in out.out + out.err and (project / "adhoc/non_loss_heatmap.png").is_file()
+    assert "stratum-2" in out.out + out.err and (project / "adhoc/headline_heatmap.png").is_file()
     metrics = json.loads((project / "adhoc/metrics.json").read_text())
     assert metrics["expert"]["reward"]["all"] == 1.0  # the slip-free teacher reverses every text

@@ -5,7 +5,6 @@ python -m tasks.grpo --stage NAME [--params params.yaml] [--profile smoke]
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import sys
@@ -40,11 +39,8 @@ def run(params: Params, stage: str) -> dict:
         torch.set_num_threads(config.torch_threads)
     # The training env's settings: this env's blocks of the section and of the stage, over `env.<name>`.
     name = params.env.name
-    stages = {
-        key: dataclasses.replace(s, env_kwargs={**config.env.get(name, {}), **s.env.get(name, {})})
-        for key, s in config.stages.items()
-    }
-    start_model = Path(layout.models) / stages[stage].start
+    stages = {key: s.curriculum_stage(name, config.env.get(name, {})) for key, s in config.stages.items()}
+    start_model = Path(layout.models) / config.stages[stage].start
     if not start_model.is_dir():
         raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")
     # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.

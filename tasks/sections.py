@@ -50,6 +50,11 @@ class _GRPOStage(CurriculumStage):
                     "[0.0, 0.5]}}} (an environment without a block plays with its own settings)"
                 )
 
+    def curriculum_stage(self, env: str, settings: dict[str, Any]) -> CurriculumStage:
+        """The library's stage for env `env`: its block here over `settings` (the section's) as `env_kwargs`."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(CurriculumStage)}
+        return CurriculumStage(**{**fields, "env_kwargs": {**settings, **self.env.get(env, {})}})
+
 
 GRPOStage = checked(_GRPOStage, config=FORBID)
 

@@ -165,9 +165,16 @@ def test_env_name_alone_switches_the_environment(params: dict) -> None:
     # `dvc exp run -S env.name=reverse_text`: tic-tac-toe's blocks stay, unread; the other env plays its defaults.
     params["env"]["name"] = "reverse_text"
     loaded = load_params(params=params)
-    assert loaded.env.settings() == {} and loaded.env.kwargs() == {"name": "reverse_text"}
-    params["env"]["reverse_text"] = {"num_groups": 2}
-    assert load_params(params=params).env.kwargs() == {"name": "reverse_text", "num_groups": 2}
+    assert loaded.env.kwargs() == {"name": "reverse_text", **params["env"]["reverse_text"]}
+    del params["env"]["reverse_text"]
+    assert load_params(params=params).env.kwargs() == {"name": "reverse_text"}  # no block: its defaults
+    # GRPO's stages carry the played env's blocks only: tic-tac-toe's opponent range is not reverse_text's.
+    stage = loaded.grpo.stages["wide"].curriculum_stage(
+        "reverse_text", loaded.grpo.env.get("reverse_text", {})
+    )
+    assert stage.env_kwargs == {} and stage.max_steps == params["grpo"]["stages"]["wide"]["max_steps"]
+    tictactoe = loaded.grpo.stages["wide"].curriculum_stage("tictactoe", loaded.grpo.env["tictactoe"])
+    assert tictactoe.env_kwargs == {"invalid_penalty": -0.5, "random_move_prob": [0.0, 1.0]}
     # Rows the env adds: its references after the policies (tic-tac-toe: minimax and random).
     evaluate = loaded.evaluate
     assert list(evaluate.rows(["expert"]))[-2:] == ["teacher", "expert"]

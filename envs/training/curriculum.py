@@ -89,6 +89,8 @@ class Curriculum:
             changes["num_generations"] = stage.num_generations
         if stage.learning_rate is not None:
             changes["learning_rate"] = stage.learning_rate
+        if stage.beta is not None:
+            changes["beta"] = stage.beta
         return dataclasses.replace(args, **changes)
 
     def stage_dir(self, output_dir: str | os.PathLike, index: int) -> str:

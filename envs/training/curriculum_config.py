@@ -29,6 +29,9 @@ class CurriculumStage:
             Episodes per group (same spec, so the same opponent). `None` keeps the trainer config's.
         learning_rate (`float` or `None`, *optional*, defaults to `None`):
             Learning rate of the stage. `None` keeps the trainer config's.
+        beta (`float` or `None`, *optional*, defaults to `None`):
+            KL coefficient to the stage's start model (TRL's `beta`; above 0 loads it as the reference model).
+            `None` keeps the trainer config's.
         advance_when (`dict[str, float]`, *optional*, defaults to `{}`):
             Leave the stage early once every named logged metric (e.g. `"rewards/win/mean"`) averages at least its
             threshold over the curriculum's window of recent logs. Empty: the stage runs `max_steps`.
@@ -43,6 +46,7 @@ class CurriculumStage:
     batch_size: int = 32
     num_generations: int | None = None
     learning_rate: float | None = None
+    beta: float | None = None
     advance_when: dict[str, float] = field(default_factory=dict)
     env_kwargs: dict = field(default_factory=dict)
 
@@ -55,6 +59,8 @@ class CurriculumStage:
             raise ValueError(
                 f"stage {self.name!r}: temperature must be positive (GRPO samples), got {self.temperature}"
             )
+        if self.beta is not None and self.beta < 0:
+            raise ValueError(f"stage {self.name!r}: beta must be at least 0, got {self.beta}")
         if self.random_move_prob is not None:
             low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
             if not 0.0 <= low <= high <= 1.0:

@@ -27,7 +27,7 @@ def grpo_args(output_dir, **kwargs):
 def test_stage_env_and_args_follow_the_stage(env, tmp_path):
     stages = [
         CurriculumStage("wide", random_move_prob=(0.2, 0.7), temperature=1.2, max_steps=7, batch_size=16),
-        CurriculumStage("strong", random_move_prob=(0.0, 0.25), batch_size=8, num_generations=4),
+        CurriculumStage("strong", random_move_prob=(0.0, 0.25), batch_size=8, num_generations=4, beta=0.1),
     ]
     curriculum = Curriculum(stages)
     wide = curriculum.stage_env(env, 0)
@@ -37,7 +37,10 @@ def test_stage_env_and_args_follow_the_stage(env, tmp_path):
     assert (args.temperature, args.max_steps, args.generation_batch_size) == (1.2, 7, 16)
     assert args.gradient_accumulation_steps == args.steps_per_generation == 4  # one generation per step
     assert args.output_dir == str(tmp_path / "00-wide")
-    assert curriculum.stage_args(grpo_args(tmp_path), 1).num_generations == 4
+    strong = curriculum.stage_args(grpo_args(tmp_path), 1)
+    assert (strong.num_generations, strong.beta, args.beta) == (4, 0.1, grpo_args(tmp_path).beta)
+    with pytest.raises(ValueError, match="beta must be at least 0"):
+        CurriculumStage("bad", beta=-0.1)
     with pytest.raises(ValueError, match="must divide"):
         Curriculum([CurriculumStage("odd", batch_size=6)]).stage_args(grpo_args(tmp_path), 0)
 

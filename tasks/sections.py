@@ -285,8 +285,13 @@ class SFT(Section):
 
 
 def _default_stages() -> dict[str, Any]:
-    # Every opponent skill first, then the stronger half, so defence is what the last updates train.
-    stages = {"wide": ("sft", [0.0, 1.0], 120), "strong": ("grpo-wide", [0.0, 0.5], 60)}
+    # Every opponent skill first, then the stronger half, so defence is what the next updates train; then a slow
+    # polish against the weaker half, anchored to its start by KL (measured in docs/training-report.md).
+    stages = {
+        "wide": ("sft", [0.0, 1.0], 120, {}),
+        "strong": ("grpo-wide", [0.0, 0.5], 60, {}),
+        "polish": ("grpo-strong", [0.5, 1.0], 80, {"learning_rate": 5e-5, "beta": 0.1}),
+    }
     return {
         name: GRPOStage(
             name=name,
@@ -294,8 +299,9 @@ def _default_stages() -> dict[str, Any]:
             max_steps=steps,
             batch_size=64,
             env={"tictactoe": {"random_move_prob": skills}},
+            **extra,
         )
-        for name, (start, skills, steps) in stages.items()
+        for name, (start, skills, steps, extra) in stages.items()
     }
 
 
@@ -450,7 +456,7 @@ class Register(Section):
 
     model_name: str | None = None
     """Registered model name; null = `wander-<env.name>`."""
-    candidate: str = "grpo-strong"
+    candidate: str = "grpo-polish"
     """Row of the evaluation matrix (and lineage entry) registered."""
     lineage: dict[str, str] = Field(default_factory=_lineage)
     """Checkpoints in training order, name -> folder."""

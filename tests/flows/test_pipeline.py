@@ -39,6 +39,7 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "data/models/sft/model.safetensors",
         "data/models/grpo-wide/model.safetensors",
         "data/models/grpo-strong/model.safetensors",
+        "data/models/grpo-polish/model.safetensors",
         "data/eval/report.md",
         "data/eval/headline_heatmap.png",
         "data/eval/matrix.csv",
@@ -52,10 +53,11 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "sft",
         "grpo-wide",
         "grpo-strong",
+        "grpo-polish",
         "register",
     ):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
-    assert "grpo-strong vs teacher" in out and "registered version 1: now champion" in out
+    assert "grpo-polish vs teacher" in out and "registered version 1: now champion" in out
 
     mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
@@ -72,11 +74,12 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "sft",
         "grpo@wide",
         "grpo@strong",
+        "grpo@polish",
         "evaluate",
         "register",
     } <= children
     version = mlflow.MlflowClient().get_model_version_by_alias("wander-tictactoe", "champion")
-    assert int(version.version) == 1 and version.tags["wander.parent"] == "grpo-wide"
+    assert int(version.version) == 1 and version.tags["wander.parent"] == "grpo-strong"
     assert version.tags["wander.dvc_md5"] != "untracked"
 
 
@@ -270,7 +273,7 @@ def test_dvc_metrics_show_the_evaluation_headline_not_the_whole_matrix(project):
     # Candidate and baseline: overall non-loss and invalid, wins and losses vs random, losses vs minimax-0, and
     # the candidate's exact results; it was thousands of columns.
     assert len(columns) == 13 and len(table[0]) < 600
-    assert {"grpo-strong.exact.minimax-0.loss", "grpo-strong.random.win", "teacher.all.non_loss"} <= set(
+    assert {"grpo-polish.exact.minimax-0.loss", "grpo-polish.random.win", "teacher.all.non_loss"} <= set(
         columns
     )
     matrix = json.loads((root / "data/eval/matrix.json").read_text())
@@ -279,6 +282,7 @@ def test_dvc_metrics_show_the_evaluation_headline_not_the_whole_matrix(project):
         "sft",
         "grpo-wide",
         "grpo-strong",
+        "grpo-polish",
         "teacher",
     }  # the rest, as outs
 

@@ -24,6 +24,7 @@ STAGES = [
     "sft",
     "grpo@wide",
     "grpo@strong",
+    "grpo@polish",
     "evaluate",
     "register",
 ]
@@ -44,6 +45,7 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
         "data/models/sft/model.safetensors",
         "data/models/grpo-wide/model.safetensors",
         "data/models/grpo-strong/model.safetensors",
+        "data/models/grpo-polish/model.safetensors",
         "data/eval/report.md",
         "data/eval/matrix.csv",
     ):
@@ -56,6 +58,7 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
         "sft",
         "grpo-wide",
         "grpo-strong",
+        "grpo-polish",
         "register",
     ):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage

@@ -17,6 +17,7 @@ half of it for every unwanted change (a destructive or spamming assistant is wor
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from envs.workplace_assistant.workspace import BODIES, DAYS, TIMES, TOPICS
 
@@ -152,7 +153,7 @@ def _event_checks(want: dict, got: dict) -> int:
     return (_norm(got["title"]) == _norm(want["title"])) + when + attendees
 
 
-def _match(wanted: list[dict], new: list[dict], checks) -> tuple[int, int]:
+def _match(wanted: list[dict], new: list[dict], checks: Callable[[dict, dict], int]) -> tuple[int, int]:
     """Checks passed by the best matches (greedy in request order) and the new items left unmatched."""
     passed, left = 0, list(new)
     for want in wanted:

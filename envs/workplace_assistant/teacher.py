@@ -47,10 +47,12 @@ def tool_call(name: str, arguments: dict) -> str:
 
 
 def wrong_address(address: str) -> str:
-    """A near miss of an address: another first name with the same last name (a colleague, not the one asked)."""
-    first, _, rest = address.partition(".")
-    other = FIRST[(FIRST.index(first.capitalize()) + 1) % len(FIRST)] if first.capitalize() in FIRST else "x"
-    return f"{other.lower()}.{rest}"
+    """A near miss of an address: the next first name with the same last name (a colleague, not the one asked)."""
+    local, _, domain = address.partition("@")
+    first, dot, last = local.partition(".")
+    known = first.capitalize() in FIRST
+    other = FIRST[(FIRST.index(first.capitalize()) + 1) % len(FIRST)].lower() if known else f"{first}x"
+    return f"{other}{dot}{last}@{domain}"
 
 
 def _resolve(who: str) -> Generator[Call, object, str]:

@@ -16,7 +16,8 @@ from envs.policies.base import UnplayableRequest
 from envs.policies.openai_policy import OpenAIPolicy
 from envs.policies.openai_policy_config import OpenAIPolicyConfig
 from envs.policies.openai_server import serve_in_thread
-from envs.workplace_assistant.teacher import DONE, WorkplaceTeacher, read_request, tool_call
+from envs.replay import replay_problems
+from envs.workplace_assistant.teacher import DONE, WorkplaceTeacher, read_request, tool_call, wrong_address
 from envs.workplace_assistant.workspace import (
     bound,
     create_event,
@@ -97,6 +98,16 @@ def test_tools_have_typed_schemas(env) -> None:
         "type": "string"
     }
     assert schemas["reply_email"]["properties"]["email_id"]["type"] == "integer"
+
+
+def test_teacher_slips_are_near_misses_drawn_per_request(env) -> None:
+    assert wrong_address("ana.lopez@acme.test") == "ben.lopez@acme.test"
+    assert wrong_address("nora.kim@acme.test") == "ana.kim@acme.test" and wrong_address("x@y.z") == "xx@y.z"
+    requests = [r["request"] for r in env.get_dataset("train")]
+    slips = [WorkplaceTeacher(0.5, seed=1).choose_slip(r, read_request(r)) for r in requests]
+    assert slips == [WorkplaceTeacher(0.5, seed=1).choose_slip(r, read_request(r)) for r in requests]
+    assert {s[0] for s in slips if s} == {"recipient", "duplicate", "skip"} and None in slips
+    assert all(WorkplaceTeacher(0.0).choose_slip(r, read_request(r)) is None for r in requests)
 
 
 def test_splits_are_deterministic_by_seed_disjoint_and_stratified(env) -> None:
@@ -203,6 +214,7 @@ def test_a_stepped_episode_resumes_to_what_the_rollout_plays(env) -> None:
             _, reward, done, info = env.step(teacher([env.episode.messages])[0].content)
         assert reward == played.reward and env.episode.messages == played.messages
         assert info["state"]["workspace"] == played.state["workspace"]
+        assert replay_problems(env, played.to_dict()) == []  # curation's gate replays the recorded calls
 
 
 def test_teacher_refuses_what_it_cannot_answer(env) -> None:

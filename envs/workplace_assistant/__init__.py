@@ -1,13 +1,13 @@
 """Workplace assistant (tool calling, multi-step): requests such as "send an email to ... with subject ... and
-body ...", "schedule a meeting ...", "reply to / forward / delete the email from ...", "cancel the meeting ...",
-done with ten typed tools over an in-memory mailbox and calendar drawn from the episode seed (contacts, inbox,
-events; `workspace.py`). The episode is verified by the state it leaves, not by the text of the calls
+body ...", "schedule a meeting ...", "reply to / forward / delete the email from ...", "cancel the meeting
+...", done with ten typed tools over an in-memory mailbox and calendar drawn from the episode seed (contacts,
+inbox, events; `workspace.py`). The episode is verified by the state it leaves, not by the text of the calls
 (`goals.py`): the reward is the share of the task's state checks that hold (every expected email: recipients,
 subject, body; every expected event: title, day and time, attendees; every expected deletion), minus 0.5 for
 each unwanted side effect (an email or event nobody asked for, a deletion not asked), floored at 0. The strata
 are the tool calls a task needs (stratum k: k+1, lookups included). With GRPO the tools run through TRL's
-`environment_factory` (`envs.training.tools`). `load_environment(**kwargs)`: its keyword defaults are the env's
-config."""
+`environment_factory` (`envs.training.tools`). `load_environment(**kwargs)`: its keyword defaults are the
+env's config."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from envs.workplace_assistant.teacher import WorkplaceTeacher
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
 
 SYSTEM_PROMPT = (
-    "You are the user's workplace assistant. Carry out the user's request with the mailbox and calendar tools: "
-    "look up the addresses and ids you need, then act. Do only what is asked. When everything is done, reply "
-    "without a tool call."
+    "You are the user's workplace assistant. Carry out the user's request with the mailbox and calendar "
+    "tools: look up the addresses and ids you need, then act. Do only what is asked. When everything is "
+    "done, reply without a tool call."
 )
 
 

@@ -1,18 +1,18 @@
 """Tasks over a workspace and their verification by state.
 
 A task is a list of goals (send, schedule, reply, forward, delete, cancel). Each goal costs the tool calls it
-needs: one for the action, one more per lookup (a contact's address, an email's or an event's id). Stratum k asks
-for k+1 calls in all. What a task must change is its `expect`: the emails to be sent, the events to be created,
-the emails and events to be deleted. `verify` compares the final workspace with the initial one:
+needs: one for the action, one more per lookup (a contact's address, an email's or an event's id). Stratum k
+asks for k+1 calls in all. What a task must change is its `expect`: the emails to be sent, the events to be
+created, the emails and events to be deleted. `verify` compares the final workspace with the initial one:
 
 - every expected email is three checks (recipients, subject, body), every expected event three (title, day and
-  time, attendees), every expected deletion one; each expected item is matched to the new item that passes most
-  of its checks (a reply sent to the wrong person still counts as that reply, with one check failed);
+  time, attendees), every expected deletion one; each expected item is matched to the new item that passes
+  most of its checks (a reply sent to the wrong person still counts as that reply, with one check failed);
 - every other change is a side effect: a new email or event that matches nothing asked, a deletion not asked.
 
 The reward is `max(0, passed / checks - 0.5 * side_effects)`: the share of the state the task asked for, minus
-half of it for every unwanted change (a destructive or spamming assistant is worse than an idle one).
-"""
+0.5 for every unwanted change, floored at 0 (a destructive or spamming assistant is worse than an idle
+one)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The scripted teacher: reads the request back from the user's message, looks up what it needs with the tools
 and acts, one tool call per turn, then says it is done. It slips on a share `slip` of the requests: a wrong
-recipient (a check fails: partial credit), an action done twice (a side effect: penalised) or a goal skipped."""
+recipient (a check fails: partial credit), an action done twice (a side effect: penalised) or a goal skipped.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from envs.workplace_assistant.workspace import FIRST
 # addresses have periods too, never followed by a space).
 END = r"\.(?= [A-Z]|$)"
 PATTERNS = {
-    "send": rf'Send an email to (?P<to>[^"]+?) with subject "(?P<subject>[^"]*)" and body "(?P<body>[^"]*)"{END}',
-    "meeting": rf'Schedule a meeting "(?P<title>[^"]*)" on (?P<day>\w+) at (?P<time>[\d:]+) with (?P<with>.+?){END}',
+    "send": rf'Send an email to (?P<to>[^"]+?) with subject "(?P<subject>[^"]*)" '
+    rf'and body "(?P<body>[^"]*)"{END}',
+    "meeting": rf'Schedule a meeting "(?P<title>[^"]*)" on (?P<day>\w+) at (?P<time>[\d:]+) '
+    rf"with (?P<with>.+?){END}",
     "cancel": rf'Cancel the meeting "(?P<title>[^"]*)" on (?P<day>\w+){END}',
     "reply": rf'Reply to the email from (?P<sender>.+?) about "(?P<subject>[^"]*)" with "(?P<body>[^"]*)"'
     rf"(?P<then_delete> and then delete it)?{END}",
@@ -47,7 +50,7 @@ def tool_call(name: str, arguments: dict) -> str:
 
 
 def wrong_address(address: str) -> str:
-    """A near miss of an address: the next first name with the same last name (a colleague, not the one asked)."""
+    """A near miss of an address: the next first name, same last name (a colleague, not the one asked)."""
     local, _, domain = address.partition("@")
     first, dot, last = local.partition(".")
     known = first.capitalize() in FIRST
@@ -79,7 +82,7 @@ def _find(call: Call, field: str, value: str) -> Generator[Call, object, int]:
 
 
 def plan(goals: list[dict], slip: tuple[str, int] | None) -> Generator[Call, object, None]:
-    """The tool calls for the goals, each lookup's result sent back in; `slip` is (kind, goal index) or None."""
+    """The tool calls for the goals, each lookup's result sent in; `slip` is (kind, goal index) or None."""
     for i, g in enumerate(goals):
         kind, slipped = g["kind"], slip[0] if slip and slip[1] == i else None
         if slipped == "skip":
@@ -124,8 +127,8 @@ def _result(message: dict) -> object:
 
 
 class WorkplaceTeacher:
-    """The tool-calling teacher with slip rate `slip`; whether and how it slips is drawn from (seed, request), so
-    its replies to a conversation repeat."""
+    """The tool-calling teacher with slip rate `slip`; whether and how it slips is drawn from (seed,
+    request), so its replies to a conversation repeat."""
 
     scripted = True
 

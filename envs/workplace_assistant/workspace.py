@@ -1,11 +1,10 @@
 """The in-memory workspace of one episode (contacts, mailbox, calendar), drawn from the episode seed, and the
 typed tools the model calls on it.
 
-A workspace is a plain JSON-ready dict, so it lives in the episode state (forks copy it, nothing to pickle). The
-tools are module-level functions whose signatures are exactly the model's arguments (their schemas are what the
-model reads, here and through TRL's `environment_factory`); they act on the workspace bound by `bound(...)`,
-which `WorkplaceEnv.call_tool` sets around every call.
-"""
+A workspace is a plain JSON-ready dict, so it lives in the episode state (forks copy it, nothing to pickle).
+The tools are module-level functions whose signatures are exactly the model's arguments (their schemas are
+what the model reads, here and through TRL's `environment_factory`); they act on the workspace bound by
+`bound(...)`, which `WorkplaceEnv.call_tool` sets around every call."""
 
 from __future__ import annotations
 
@@ -36,8 +35,8 @@ DOMAIN = "acme.test"
 USER = f"me@{DOMAIN}"
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
 TIMES = ("09:00", "10:00", "11:00", "13:00", "14:00", "15:00", "16:00")
-# Topics name inbox emails, new emails, existing events and new meetings alike; each episode draws them without
-# replacement, so no two things in one workspace (or task) share a subject or a title.
+# Topics name inbox emails, new emails, existing events and new meetings alike; each episode draws them
+# without replacement, so no two things in one workspace (or task) share a subject or a title.
 TOPICS = (
     "Budget review", "Quarterly plan", "Team lunch", "Server outage", "Hiring update", "Design sync",
     "Travel request", "Launch checklist", "Customer call", "Security audit", "Office move", "Roadmap chat",

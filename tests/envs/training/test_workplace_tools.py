@@ -1,5 +1,5 @@
-"""The workplace env under GRPO through TRL's environment_factory: its ten mailbox and calendar tools become TRL
-tools acting on each rollout's own workspace, TRL runs the tool loop, and the env's state checks score the
+"""The workplace env under GRPO through TRL's environment_factory: its ten mailbox and calendar tools become
+TRL tools acting on each rollout's own workspace, TRL runs the tool loop, and the env's state checks score the
 episodes (the model is scripted: the env's own teacher)."""
 
 from __future__ import annotations

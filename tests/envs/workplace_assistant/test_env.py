@@ -1,7 +1,7 @@
-"""workplace_assistant's contract: deterministic workspaces and splits by seed, typed tools whose failures go back
-to the model, episodes verified by the state they leave (partial credit, side effects penalised), any reply scored
-without error, rubric metrics with intervals, the embedded teacher over the OpenAI protocol, and an episode that
-resumes through the game API exactly as a rollout plays it."""
+"""workplace_assistant's contract: deterministic workspaces and splits by seed, typed tools whose failures go
+back to the model, episodes verified by the state they leave (partial credit, side effects penalised), any
+reply scored without error, rubric metrics with intervals, the embedded teacher over the OpenAI protocol, and
+an episode that resumes through the game API exactly as a rollout plays it."""
 
 from __future__ import annotations
 
@@ -180,7 +180,8 @@ def test_the_state_counts_not_the_calls_that_made_it(env) -> None:
     errors = tool_call("reply_email", {"email_id": 999, "body": "x"}) + tool_call(
         "reply_email", {"email_id": "1"}
     )
-    [episode] = env.rollout(Scripted(errors, tool_call("reply_email", {"email_id": goal["email"], "body": goal["body"]}), "done"), [spec])  # fmt: skip
+    reply = tool_call("reply_email", {"email_id": goal["email"], "body": goal["body"]})
+    [episode] = env.rollout(Scripted(errors, reply, "done"), [spec])
     assert [m["content"].split(":")[:2] for m in episode.messages if m["role"] == "tool"][:2] == [
         ["Error", " KeyError"],
         ["Error", " TypeError"],

@@ -127,8 +127,10 @@ def _result(message: dict) -> object:
 
 
 class WorkplaceTeacher:
-    """The tool-calling teacher with slip rate `slip`; whether and how it slips is drawn from (seed,
-    request), so its replies to a conversation repeat."""
+    """The tool-calling teacher with slip rate `slip`. Whether and how it slips is drawn from the request alone,
+    never from `seed`: the embedded server builds a teacher with a new seed for every turn, and a plan (which
+    goal goes wrong) must hold across the turns of an episode, as a tic-tac-toe opponent's reply is a function
+    of the board."""
 
     scripted = True
 
@@ -141,7 +143,7 @@ class WorkplaceTeacher:
 
     def choose_slip(self, request: str, goals: list[dict]) -> tuple[str, int] | None:
         """Whether this request slips, how, and on which goal."""
-        rng = random.Random(f"{self.seed}:{request}")
+        rng = random.Random(f"workplace-teacher:{request}")
         if not rng.random() < self.slip:
             return None
         kind = rng.choice(("recipient", "duplicate", "skip"))

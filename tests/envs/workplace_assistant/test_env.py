@@ -105,7 +105,7 @@ def test_teacher_slips_are_near_misses_drawn_per_request(env) -> None:
     assert wrong_address("nora.kim@acme.test") == "ana.kim@acme.test" and wrong_address("x@y.z") == "xx@y.z"
     requests = [r["request"] for r in env.get_dataset("train")]
     slips = [WorkplaceTeacher(0.5, seed=1).choose_slip(r, read_request(r)) for r in requests]
-    assert slips == [WorkplaceTeacher(0.5, seed=1).choose_slip(r, read_request(r)) for r in requests]
+    assert slips == [WorkplaceTeacher(0.5, seed=2).choose_slip(r, read_request(r)) for r in requests]
     assert {s[0] for s in slips if s} == {"recipient", "duplicate", "skip"} and None in slips
     assert all(WorkplaceTeacher(0.0).choose_slip(r, read_request(r)) is None for r in requests)
 
@@ -240,5 +240,11 @@ def test_embedded_teacher_serves_the_openai_protocol(env) -> None:
         policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
         result = env.evaluate(policy, n=6, split="eval")
     assert result.metrics["task_reward"]["mean"] == 1.0 and result.metrics["tool_calls"]["mean"] > 1.0
+    # A slipping teacher behind the server (a new request seed every turn) plays each episode as it does here.
+    with serve_in_thread(env.teacher_app(0.5)) as url:
+        policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
+        served = env.evaluate(policy, split="test").trajectories
+    local = env.rollout(WorkplaceTeacher(0.5), env.get_dataset("test").to_list())
+    assert [e.messages for e in served] == [e.messages for e in local] and min(e.reward for e in local) < 1.0
     assert env.scripted_policy("expert-0.2", seed=1).slip == 0.2 and env.scripted_policy("minimax") is None
     assert env.teacher_skill == 0.2 and env.curation_defaults()["min_values"] == {"completed": 1.0}

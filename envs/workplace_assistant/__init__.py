@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from envs.policies.base import Message, Policy
 from envs.rubric import Rubric
 from envs.splits import SPLIT_SEEDS, SeededSplits
-from envs.tool_env import ToolEnv
+from envs.tool_env import TOOL_CALL, ToolEnv
 from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, sentence, verify
 from envs.workplace_assistant.teacher import WorkplaceTeacher
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
@@ -55,6 +55,25 @@ def completed(state: dict, info: dict) -> float:
     return verdict(state, info)["completed"]
 
 
+def protocol_format(completion: list) -> float:
+    """1 when every tool call names a tool with a JSON object of arguments and the last reply closes the episode."""
+    replies = [m.get("content") or "" for m in completion if m.get("role") == "assistant"]
+    if not replies or TOOL_CALL.search(replies[-1]):
+        return 0.0  # cut off by the turn limit, still calling tools
+    for raw in (call for reply in replies for call in TOOL_CALL.findall(reply)):
+        try:
+            call = json.loads(raw)
+        except ValueError:
+            return 0.0
+        if (
+            not isinstance(call, dict)
+            or call.get("name") not in TOOLS
+            or not isinstance(call.get("arguments"), dict)
+        ):
+            return 0.0
+    return 1.0
+
+
 def tool_calls(state: dict) -> float:
     """Tool calls made in the episode."""
     return float(state.get("tool_calls", 0))
@@ -82,8 +101,11 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
     ):
         rubric = Rubric()
         rubric.add(task_reward, 1.0)
-        for metric in (state_checks, side_effects, completed, tool_calls, tool_errors):
+        for metric in (state_checks, side_effects, completed):
             rubric.add(metric, 0.0)
+        rubric.add(protocol_format, 0.0, name="format")  # curation's format floor reads it
+        rubric.add(tool_calls, 0.0)
+        rubric.add(tool_errors, 0.0)
         super().__init__(
             tools=list(TOOLS.values()),
             rubric=rubric,

@@ -31,7 +31,7 @@ from envs.workplace_assistant.workspace import (
 from ..scripted import Scripted
 
 SMALL = {"num_train": 24, "num_eval": 12, "num_test": 12}
-METRICS = {"task_reward", "state_checks", "side_effects", "completed", "tool_calls", "tool_errors"}
+METRICS = {"task_reward", "state_checks", "side_effects", "completed", "format", "tool_calls", "tool_errors"}
 
 
 @pytest.fixture(scope="module")
@@ -187,11 +187,26 @@ def test_the_state_counts_not_the_calls_that_made_it(env) -> None:
         ["Error", " TypeError"],
     ]
     assert episode.reward == 1.0 and episode.values["tool_errors"] == 2.0
+    assert episode.values["format"] == 1.0  # failed calls, but well-formed ones, and a closing reply
+
+
+def test_format_is_the_tool_protocol_kept_to_the_end(env) -> None:
+    spec = first_spec(env, 0, "send")
+    [goal] = json.loads(spec["task"])
+    send = tool_call("send_email", {"to": goal["address"], "subject": goal["subject"], "body": goal["body"]})
+    for replies, expected in (
+        ((send, "done"), 1.0),
+        (("<tool_call>{oops}</tool_call>" + send, "done"), 0.0),  # a call that is not JSON
+        ((tool_call("send", {}) + send, "done"), 0.0),  # an unknown tool
+        ((send,) * env.max_turns, 0.0),  # never closes: cut off by the turn limit
+    ):
+        [episode] = env.rollout(Scripted(*replies), [spec])
+        assert episode.values["format"] == expected, replies
 
 
 def test_rubric_reports_every_metric_with_an_interval(env) -> None:
     perfect = env.evaluate(WorkplaceTeacher(0.0), split="eval").metrics
-    assert perfect["task_reward"]["mean"] == perfect["completed"]["mean"] == 1.0
+    assert perfect["task_reward"]["mean"] == perfect["completed"]["mean"] == perfect["format"]["mean"] == 1.0
     assert perfect["tool_calls"]["mean"] == 2.0  # strata 0-2: one to three tool calls
     sloppy = (
         load_environment("workplace_assistant", num_eval=200).evaluate(WorkplaceTeacher(0.2, seed=3)).metrics
@@ -202,6 +217,7 @@ def test_rubric_reports_every_metric_with_an_interval(env) -> None:
     # Imperfect but competent: about 80% completed, partial credit for most of the slips, a few side effects.
     assert 0.7 < sloppy["completed"]["mean"] < sloppy["reward"]["mean"] < sloppy["state_checks"]["mean"] < 1.0
     assert 0.0 < sloppy["side_effects"]["mean"] < 0.2 and sloppy["tool_errors"]["mean"] == 0.0
+    assert sloppy["format"]["mean"] == 1.0  # slips are in what is done, never in how it is asked
 
 
 def test_a_stepped_episode_resumes_to_what_the_rollout_plays(env) -> None:

@@ -12,6 +12,7 @@ BUILTIN = {
     "reverse_text": "envs.reverse_text",
     "double_check": "envs.double_check",
     "calculator": "envs.calculator",
+    "workplace_assistant": "envs.workplace_assistant",
 }
 
 

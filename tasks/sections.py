@@ -272,7 +272,7 @@ class SFT(Section):
     """transformers learning-rate schedule."""
     warmup_steps: int = Field(30, ge=0)
     """Linear warm-up steps."""
-    max_length: int = Field(1024, ge=1)
+    max_length: int = Field(3072, ge=1)
     """Tokens per game kept (curate already checks lengths)."""
     logging_steps: int = Field(50, ge=1)
     """Steps between logged metrics (to MLflow)."""

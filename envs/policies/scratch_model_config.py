@@ -44,7 +44,7 @@ class ScratchModelConfig:
             Number of key/value heads (grouped-query attention when smaller than `num_attention_heads`).
         intermediate_size (`int`, *optional*, defaults to `512`):
             Width of the SwiGLU MLP.
-        max_position_embeddings (`int`, *optional*, defaults to `2048`):
+        max_position_embeddings (`int`, *optional*, defaults to `4096`):
             Longest context the rotary embeddings are set up for, and the tokenizer's `model_max_length`. A
             tic-tac-toe game is a few hundred tokens.
         tie_word_embeddings (`bool`, *optional*, defaults to `True`):
@@ -71,7 +71,7 @@ class ScratchModelConfig:
     num_attention_heads: int = 4
     num_key_value_heads: int = 4
     intermediate_size: int = 512
-    max_position_embeddings: int = 2048
+    max_position_embeddings: int = 4096
     tie_word_embeddings: bool = True
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6

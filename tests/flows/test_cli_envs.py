@@ -9,7 +9,7 @@ import pytest
 from flows.cli import main
 
 
-@pytest.mark.parametrize("name", ["double_check", "calculator"])
+@pytest.mark.parametrize("name", ["double_check", "calculator", "workplace_assistant"])
 def test_wander_eval_plays_the_env_suite(name: str, tmp_path, capsys) -> None:
     out = tmp_path / "report"
     argv = ["eval", "--env", name, "--policy", "expert", "--policy", "sloppy=expert-0.5", "--games", "2"]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import Reply, load_environment
+from envs import load_environment
 from envs.double_check import DoubleCheckTeacher, evaluate_expression, make_question
 from envs.parser import parse_integer
 from envs.policies.base import UnplayableRequest
@@ -16,22 +16,14 @@ from envs.policies.openai_policy import OpenAIPolicy
 from envs.policies.openai_policy_config import OpenAIPolicyConfig
 from envs.policies.openai_server import serve_in_thread
 
+from ..scripted import Scripted
+
 SMALL = {"num_train": 24, "num_eval": 12, "num_test": 12}
 
 
 @pytest.fixture(scope="module")
 def env():
     return load_environment("double_check", **SMALL)
-
-
-class Scripted:
-    """Answers the given replies in order, whatever the conversation."""
-
-    def __init__(self, *replies: str):
-        self.replies = list(replies)
-
-    def __call__(self, conversations):
-        return [Reply(self.replies[sum(m["role"] == "assistant" for m in c)]) for c in conversations]
 
 
 def test_questions_are_arithmetic_with_python_precedence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -33,6 +34,25 @@ def cpu_args(config_cls: type, output_dir: str, **kwargs: object) -> object:
         disable_tqdm=True,
     )
     return config_cls(output_dir=output_dir, **{**defaults, **kwargs})
+
+
+SEGMENT = re.compile(r"<\|im_start\|>(user|tool)\n(.*?)<\|im_end\|>", re.DOTALL)
+
+
+def scripted_generation(tokenizer, teacher):
+    """A stand-in for GRPOTrainer._generate_single_turn: the teacher's next message for each rendered
+    conversation (rebuilt from its user and tool segments), tool calls in the chat template's format."""
+
+    def generate(prompt_ids, *args, **kwargs):
+        out = []
+        for ids in prompt_ids:
+            conversation = [{"role": r, "content": c} for r, c in SEGMENT.findall(tokenizer.decode(ids))]
+            reply = teacher([conversation])[0].content
+            reply = reply.replace("<tool_call>", "<tool_call>\n").replace("</tool_call>", "\n</tool_call>")
+            out.append(tokenizer.encode(reply) + [tokenizer.eos_token_id])
+        return out, None
+
+    return generate
 
 
 @pytest.fixture(scope="session", autouse=True)

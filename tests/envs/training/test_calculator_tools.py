@@ -3,16 +3,12 @@ tool loop, and the env's rubric scores the episodes (the model is scripted: the 
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from envs import load_environment
 from envs.calculator import SYSTEM_PROMPT, CalculatorTeacher
 
-from .conftest import TINY, cpu_args
-
-SEGMENT = re.compile(r"<\|im_start\|>(user|tool)\n(.*?)<\|im_end\|>", re.DOTALL)
+from .conftest import TINY, cpu_args, scripted_generation
 
 
 @pytest.mark.slow
@@ -37,21 +33,7 @@ def test_calculator_composes_through_environment_factory_and_trains_a_step(tmp_p
     trainer = env >> trainer_spec(GRPOTrainer, model=model, args=args)
     assert sorted(t.__name__ for t in trainer.tools) == ["add", "divide", "multiply", "subtract"]
     assert trainer.train_dataset[0]["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
-    tokenizer, teacher = trainer.processing_class, CalculatorTeacher()
-
-    def scripted(prompt_ids, *args, **kwargs):
-        """The teacher's next message for each rendered conversation, tool calls in the template's format."""
-        out = []
-        for ids in prompt_ids:
-            conversation = [{"role": r, "content": c} for r, c in SEGMENT.findall(tokenizer.decode(ids))]
-            reply = teacher([conversation])[0].content
-            reply = reply.replace("<tool_call>", "<tool_call>\n").replace("</tool_call>", "\n</tool_call>")
-            out.append(tokenizer.encode(reply) + [tokenizer.eos_token_id])
-        return out, None
-
-    trainer._generate_single_turn = (
-        scripted  # TRL's tool loop, the env's sessions and rubric; a scripted model
-    )
+    trainer._generate_single_turn = scripted_generation(trainer.processing_class, CalculatorTeacher())
     trainer.train()
     logged = trainer.state.log_history[0]
     assert logged["tools/call_frequency"] > 0 and logged["tools/failure_frequency"] == 0.0

@@ -286,11 +286,11 @@ class SFT(Section):
 
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the next updates train; then a slow
-    # polish against the weaker half, anchored to its start by KL (measured in docs/training-report.md).
+    # polish against the weaker half (measured in docs/training-report.md).
     stages = {
         "wide": ("sft", [0.0, 1.0], 120, {}),
         "strong": ("grpo-wide", [0.0, 0.5], 60, {}),
-        "polish": ("grpo-strong", [0.5, 1.0], 80, {"learning_rate": 5e-5, "beta": 0.1}),
+        "polish": ("grpo-strong", [0.5, 1.0], 80, {"learning_rate": 5e-5}),
     }
     return {
         name: GRPOStage(

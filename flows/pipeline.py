@@ -112,13 +112,20 @@ def summary(root: Path, run_id: str | None = None) -> str:
     candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
     register_file = root / params["layout"]["metrics"] / "register.json"
     registered = json.loads(register_file.read_text()) if register_file.exists() else {}
-    lines = [f"\n{candidate} vs {teacher}: win / draw / loss per opponent (both sides)"]
-    for opponent in metrics[candidate]["opponents"]:
-        cells = []
+    if all("win" in cell.get("both", {}) for cell in metrics[candidate]["opponents"].values()):  # a game's matrix
+        lines = [f"\n{candidate} vs {teacher}: win / draw / loss per opponent (both sides)"]
+        for opponent in metrics[candidate]["opponents"]:
+            cells = []
+            for row in (candidate, teacher):
+                m = metrics[row]["opponents"][opponent]["both"]
+                cells.append(f"{m['win']:.2f} / {m['draw']:.2f} / {m['loss']:.2f}")
+            lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}")
+    else:  # any other suite: its headline metric per split, as metrics.json holds it for these two rows
+        headline = json.loads((eval_dir / "metrics.json").read_text())
+        lines = [f"\n{candidate} vs {teacher}: headline metric (mean per episode)"]
         for row in (candidate, teacher):
-            m = metrics[row]["opponents"][opponent]["both"]
-            cells.append(f"{m['win']:.2f} / {m['draw']:.2f} / {m['loss']:.2f}")
-        lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}")
+            for metric, values in headline.get(row, {}).items():
+                lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
     if registered:
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")

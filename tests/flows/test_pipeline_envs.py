@@ -14,6 +14,7 @@ import mlflow
 import pytest
 import yaml
 
+from flows.pipeline import summary
 from flows.scratch import run_in
 
 STAGES = [
@@ -71,5 +72,9 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
     names = [r.info.run_name for r in runs]
     assert all(names.count(stage) == 1 for stage in STAGES), names
     assert not any("mlflow.parentRunId" in r.data.tags for r in runs)
+
+    # The run summary the flow prints after `make run` speaks the env's suite (here: its headline per split).
+    text = summary(root)
+    assert "grpo-polish vs teacher: headline metric" in text and "teacher        reward: all " in text
 
     assert "Data and pipelines are up to date." in run_in(root, ["dvc", "repro"])

@@ -112,7 +112,9 @@ def summary(root: Path, run_id: str | None = None) -> str:
     candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
     register_file = root / params["layout"]["metrics"] / "register.json"
     registered = json.loads(register_file.read_text()) if register_file.exists() else {}
-    if all("win" in cell.get("both", {}) for cell in metrics[candidate]["opponents"].values()):  # a game's matrix
+    if all(
+        "win" in cell.get("both", {}) for cell in metrics[candidate]["opponents"].values()
+    ):  # a game's matrix
         lines = [f"\n{candidate} vs {teacher}: win / draw / loss per opponent (both sides)"]
         for opponent in metrics[candidate]["opponents"]:
             cells = []

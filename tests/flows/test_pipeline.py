@@ -150,8 +150,8 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
         model = f"grpo-{stage}/model.safetensors"
         assert (out / "models" / model).read_bytes() == (root / "data/models" / model).read_bytes(), stage
     assert (out / "eval/matrix.csv").read_text() == (root / "data/eval/matrix.csv").read_text()
-    # One session per teacher game and per matrix game (7 rows x 5 opponents x 2 sides x 2 games); GRPO's branches.
-    assert sessions["synthesize"] == 48 and sessions["evaluate"] == 140, sessions
+    # One session per teacher game and per matrix game (8 rows x 5 opponents x 2 sides x 2 games); GRPO's branches.
+    assert sessions["synthesize"] == 48 and sessions["evaluate"] == 160, sessions
     assert all(n > 0 for n in sessions.values()), sessions
 
 

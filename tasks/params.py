@@ -117,8 +117,6 @@ def load_params(
 
 def check_env(params: Params, source: str = PARAMS_FILE) -> None:
     """Check every env block (`env.<name>`, and GRPO's per-env blocks over it) against that env's config dataclass."""
-    from envs.registry import BUILTIN
-
     blocks = dict(params.env.model_extra or {})
     for name, settings in blocks.items():
         owned = sorted(set(settings) & set(PIPELINE_OWNED))
@@ -138,11 +136,9 @@ def check_env(params: Params, source: str = PARAMS_FILE) -> None:
     ]
     for where, layer, under in layers:
         for name, settings in layer.items():
-            if name not in BUILTIN and name != params.env.name:
-                raise ParamsError(
-                    f"{source}: section {where!r}: no environment is named {name!r}; blocks are named like "
-                    f"env.name (built in: {', '.join(BUILTIN)})"
-                )
+            unknown = params.env.unknown_block(name)
+            if unknown:
+                raise ParamsError(f"{source}: section {where!r}: {unknown}")
             _env_config(
                 name, {**blocks.get(name, {}), **under.get(name, {}), **settings}, source, f"{where}.{name}"
             )

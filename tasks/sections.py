@@ -130,20 +130,24 @@ class Env(Section):
 
     @model_validator(mode="after")
     def _blocks_per_env(self) -> Env:
-        from envs.registry import BUILTIN
-
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):
                 raise ValueError(
                     f"env.{key} = {value!r}: an environment's settings live in its own block, "
                     f"env.<name>.{key} (e.g. env.tictactoe.{key})"
                 )
-            if key not in BUILTIN and key != self.name:
-                raise ValueError(
-                    f"env.{key}: no environment is named {key!r}; blocks are named like env.name "
-                    f"(built in: {', '.join(BUILTIN)})"
-                )
+            unknown = self.unknown_block(key)
+            if unknown:
+                raise ValueError(f"env.{key}: {unknown}")
         return self
+
+    def unknown_block(self, key: str) -> str | None:
+        """Why `key` cannot name a per-env settings block (here or in GRPO's), or None when an env has that name."""
+        from envs.registry import BUILTIN
+
+        if key in BUILTIN or key == self.name:
+            return None
+        return f"no environment is named {key!r}; blocks are named like env.name (built in: {', '.join(BUILTIN)})"
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> Env:

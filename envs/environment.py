@@ -198,6 +198,21 @@ class Environment(PipelineHooks):
         """One number ranking learning-curve points (higher is better): here the suite's mean reward."""
         return values["reward"]
 
+    def candidate_replies(self, episode: Episode) -> list[str]:
+        """Every distinct reply worth trying at the episode's current turn (its action space), for exploration;
+        empty when the env cannot enumerate its actions (free text)."""
+        return []
+
+    def expected_outcomes(
+        self, branches: Sequence[tuple[Episode, Reply]], policy: Policy
+    ) -> list[dict[str, float]]:
+        """Expected reward and rubric values of each episode after its reply, summed over every outcome of the
+        env's own randomness, `policy` (greedy) playing on: only for envs whose randomness can be enumerated."""
+        raise NotImplementedError(
+            f"{self.name} cannot enumerate its randomness, so it has no expected outcomes: use decision rollouts "
+            "with play_on='sample' or 'greedy' (tic-tac-toe implements expected_outcomes)"
+        )
+
     def __rshift__(self, trainer: Any) -> Any:
         """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: a ready TRL trainer on this env."""
         from envs.training.compose import compose  # lazy: playing episodes needs no trl

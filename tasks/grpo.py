@@ -28,7 +28,7 @@ def run(params: Params, stage: str) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from envs import load_environment
-    from envs.training import train_resumable, trainer_spec
+    from envs.training import RolloutConfig, train_resumable, trainer_spec
     from envs.training.curriculum import Curriculum
     from envs.training.learning_curve import LearningCurveCallback
 
@@ -52,7 +52,10 @@ def run(params: Params, stage: str) -> dict:
     index = list(stages).index(stage)
     curriculum = Curriculum(list(stages.values()))
     start = time.monotonic()
-    trainer = curriculum.trainer(env, trainer_spec(GRPOTrainer, args=args), index, model=str(start_model))
+    spec = trainer_spec(
+        GRPOTrainer, args=args, rollout=RolloutConfig(play_on=config.play_on, explore=config.explore)
+    )
+    trainer = curriculum.trainer(env, spec, index, model=str(start_model))
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
         curve_env = load_environment(**params.env.kwargs())
         curve = LearningCurveCallback(curve_env, trainer, config.curve_every, keep_best=config.keep_best)

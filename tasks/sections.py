@@ -339,6 +339,12 @@ class GRPO(Section):
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
     evaluation keeps the env's -0.1."""
+    play_on: Literal["sample", "greedy", "expected"] = "sample"
+    """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
+    move rewarded by its expected outcome over the env's randomness, model greedy (`RolloutConfig.play_on`)."""
+    explore: float = Field(0.0, ge=0.0, lt=1.0)
+    """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
+    (`RolloutConfig.explore`)."""
     max_completion_length: int = Field(16, ge=1)
     """Tokens per model turn."""
     logging_steps: int = Field(10, ge=1)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import functools
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from envs.environment import Environment
 from envs.episode import Episode
 from envs.parser import XMLParser
-from envs.policies.base import Message, Policy
+from envs.policies.base import Message, Policy, Reply
 from envs.rubric import Rubric
 from envs.tictactoe.board import (
     EMPTY_BOARD,
@@ -308,6 +308,21 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
         move: the targets ask for nearly no losses first, then as many wins as possible."""
         faults = sum(values[f"{o}/{m}"] for o in CURVE_OPPONENTS for m in ("loss", "any_invalid"))
         return values["random/win"] - 2.0 * faults
+
+    def candidate_replies(self, episode: Episode) -> list[str]:
+        """A reply for each legal move of the current position, in the env's reply format."""
+        board = episode.state["board"]
+        think = self.config.reply_format == "think"
+        return [reply_text(c, rationale(board, c) if think else None) for c in legal_moves(board)]
+
+    def expected_outcomes(
+        self, branches: Sequence[tuple[Episode, Reply]], policy: Policy
+    ) -> list[dict[str, float]]:
+        """Each episode's expected reward and rubric values after its reply, over every answer of its opponent
+        (at the episode's skill), `policy` greedy from then on (envs/tictactoe/exact.py)."""
+        from envs.tictactoe.exact import expected_after  # lazy: exact imports this module
+
+        return expected_after(self, policy, branches)
 
     def expert(self, random_move_prob: float = 0.0, seed: int = 0) -> ExpertPlayer:
         """The scripted expert teacher for this env."""

@@ -48,27 +48,58 @@ def exact_results(
     env: TicTacToeEnv, policy: Policy, random_move_prob: float, model_starts: bool, max_batch_size: int = 256
 ) -> dict[str, float]:
     """Expected metrics of a deterministic policy against minimax with this skill, playing X or O."""
-    policy = memoized(policy)
     spec = {"seed": 0, "random_move_prob": random_move_prob, "stratum": 0, "model_starts": model_starts}
     if model_starts:
-        frontier = [(1.0, env.start(spec))]
+        frontier = [(0, 1.0, env.start(spec))]
     else:
         frontier = [
-            (q, env.start({**spec, "forced_replies": [cell]}))
+            (0, q, env.start({**spec, "forced_replies": [cell]}))
             for cell, q in opponent_distribution(EMPTY_BOARD, random_move_prob).items()
         ]
-    leaves: list[tuple[float, Episode]] = []
-    while frontier:
-        replies = _ask(policy, [env.observation(ep) for _, ep in frontier], max_batch_size)
-        children = []
-        for (q, episode), reply in zip(frontier, replies, strict=True):
-            children += _branches(env, q, episode, reply, random_move_prob)
-        frontier = []
-        for q, child in children:
-            (leaves if child.done else frontier).append((q, child))
-    env.score([ep for _, ep in leaves])
-    out = {m: sum(q * _value(ep, m) for q, ep in leaves) for m in METRICS}
+    leaves = _expand(env, memoized(policy), frontier, [], max_batch_size)
+    out = _sums(leaves, 1)[0]
     out["positions"] = float(len(leaves))
+    return out
+
+
+def expected_after(
+    env: TicTacToeEnv, policy: Policy, branches: Sequence[tuple[Episode, Reply]], max_batch_size: int = 256
+) -> list[dict[str, float]]:
+    """Expected metrics of each episode after its given reply, over every answer of its opponent, the policy
+    greedy from then on: the value of that one move, with no luck of later samples in it."""
+    leaves: list[tuple[int, float, Episode]] = []
+    frontier: list[tuple[int, float, Episode]] = []
+    for root, (episode, reply) in enumerate(branches):
+        for q, child in _branches(env, 1.0, episode, reply):
+            (leaves if child.done else frontier).append((root, q, child))
+    return _sums(_expand(env, memoized(policy), frontier, leaves, max_batch_size), len(branches))
+
+
+def _expand(
+    env: TicTacToeEnv,
+    policy: Policy,
+    frontier: list[tuple[int, float, Episode]],
+    leaves: list[tuple[int, float, Episode]],
+    max_batch_size: int,
+) -> list[tuple[int, float, Episode]]:
+    """Every finished game below the frontier's positions (model to move), with its root and probability."""
+    while frontier:
+        replies = _ask(policy, [env.observation(ep) for _, _, ep in frontier], max_batch_size)
+        children = []
+        for (root, q, episode), reply in zip(frontier, replies, strict=True):
+            children += [(root, p, child) for p, child in _branches(env, q, episode, reply)]
+        frontier = []
+        for root, q, child in children:
+            (leaves if child.done else frontier).append((root, q, child))
+    env.score([ep for _, _, ep in leaves])
+    return leaves
+
+
+def _sums(leaves: list[tuple[int, float, Episode]], roots: int) -> list[dict[str, float]]:
+    out = [dict.fromkeys(METRICS, 0.0) for _ in range(roots)]
+    for root, q, episode in leaves:
+        for m in {*METRICS, *episode.values}:
+            out[root][m] = out[root].get(m, 0.0) + q * _value(episode, m)
     return out
 
 
@@ -85,10 +116,9 @@ def exact_both_sides(
     return sides
 
 
-def _branches(
-    env: TicTacToeEnv, q: float, episode: Episode, reply: Reply, random_move_prob: float
-) -> list[tuple[float, Episode]]:
-    """The episode after the reply, once per possible opponent answer, with its probability."""
+def _branches(env: TicTacToeEnv, q: float, episode: Episode, reply: Reply) -> list[tuple[float, Episode]]:
+    """The episode after the reply, once per possible opponent answer (at the episode's opponent skill), with
+    its probability."""
     reply = Reply(reply.content)  # token ids are not needed to score
     probe = episode.fork()
     probe.state["opponent_faced"] = None
@@ -97,7 +127,7 @@ def _branches(
     if faced is None:  # invalid move re-prompted, or the game ended on the model's move
         return [(q, probe)]
     out = []
-    for cell, p in opponent_distribution(faced, random_move_prob).items():
+    for cell, p in opponent_distribution(faced, episode.state["random_move_prob"]).items():
         child = episode.fork()
         child.state["forced_replies"] = [cell]
         env.advance(child, reply)

@@ -8,18 +8,23 @@ plays on to the end (no loss on those turns): with the trainer's sampling, or gr
 reward is the episode's rubric reward, so the group's spread is the value of the branch move under the current
 policy, a cleaner credit assignment than one outcome spread over every move of a game. Played on greedily, that
 value is the one evaluation measures, with no luck of later samples in it: measured, sampled play-on left every
-group with spread (reward std ~0.45) mostly from moves after the branch. Episode logic is the environment's own
+group with spread (reward std ~0.45) mostly from moves after the branch. With `play_on="expected"` the luck of
+the environment goes too: the reward is the branch move's expected episode reward over every outcome of the env's
+own randomness (tic-tac-toe: every answer of its opponent), the model greedy after it (`env.expected_outcomes`),
+the same objective without the noise of one sampled game. Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 """
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Callable
 from typing import Any
 
 from envs.environment import Environment
 from envs.episode import Episode
-from envs.policies.base import Message, Reply
+from envs.policies.base import Message, Policy, Reply
 from envs.training.chat_tokens import render_ids
 from envs.training.episode_data import spec_of
 
@@ -27,6 +32,31 @@ from envs.training.episode_data import spec_of
 TurnFn = Callable[
     [list[list[Message]]], tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]
 ]
+# (episode at the branch, its reply) pairs -> each one's expected reward and rubric values
+ExpectFn = Callable[[list[tuple[Episode, Reply]]], list[dict[str, float]]]
+PLAY_ON = ("sample", "greedy", "expected")
+# (episode at the branch, a group's sampled texts, their completion ids) -> the texts and ids to play
+ExploreFn = Callable[[Episode, list[str], list[list[int]]], tuple[list[str], list[list[int]]]]
+
+
+def untried_moves(env: Environment, tokenizer: Any, share: float) -> ExploreFn:
+    """Exploration at the branch: the last `share` of each group's samples play replies the group's sampled ones
+    did not (the env's `candidate_replies`, in an order drawn from the episode seed), so a confident model still
+    sees what its other moves are worth. Those samples are off-policy: the loss treats them as sampled."""
+
+    def explore(episode: Episode, texts: list[str], completions: list[list[int]]) -> tuple[list, list]:
+        forced = round(share * len(texts))
+        kept = len(texts) - forced
+        candidates = env.candidate_replies(episode)
+        untried = [c for c in candidates if c not in texts[:kept]]
+        if not forced or not untried:
+            return texts, completions
+        random.Random(int(episode.spec.get("seed", 0))).shuffle(untried)
+        picks = [untried[i % len(untried)] for i in range(forced)]
+        ids = [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in picks]
+        return texts[:kept] + picks, completions[:kept] + ids
+
+    return explore
 
 
 def branch_depth(spec: dict, max_depth: int) -> int:
@@ -41,8 +71,12 @@ def play_decisions(
     turn: TurnFn,
     max_depth: int = 4,
     play_on: TurnFn | None = None,
+    expect: ExpectFn | None = None,
+    explore: ExploreFn | None = None,
 ) -> list[dict]:
-    """One decision sample per spec: groups share a prefix, then branch; later turns by `play_on` (else `turn`)."""
+    """One decision sample per spec: groups share a prefix, then branch; later turns by `play_on` (else `turn`),
+    or, with `expect`, no later turns: each episode's reward and values are its expected ones after the branch.
+    `explore` may replace some branch moves of each group by untried ones before they are played."""
     if len(specs) % group_size:
         raise ValueError(f"{len(specs)} specs do not split into groups of {group_size}")
     groups = [specs[i] for i in range(0, len(specs), group_size)]
@@ -58,10 +92,29 @@ def play_decisions(
             if not prefixes[i].done:
                 branch_points[i] = prefixes[i].fork()
     episodes = [branch_points[i // group_size].fork() for i in range(len(specs))]
-    prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn)
+    at_branch = [ep.fork() for ep in episodes] if expect is not None else []
+    prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn, explore, group_size)
+    if expect is not None:
+        # Token ids are not needed to score: the reply's text is the move.
+        outcomes = expect(
+            [(b, Reply(ep.replies[-1].content)) for b, ep in zip(at_branch, episodes, strict=True)]
+        )
+        for ep, outcome in zip(episodes, outcomes, strict=True):
+            ep.reward = outcome["reward"]
+            ep.values = {k: v for k, v in outcome.items() if k != "reward"}
+        return _samples(episodes, prompt_ids, completion_ids, logprobs)
     while live := [ep for ep in episodes if not ep.done]:
         _play_turn(env, live, play_on or turn)
     env.score(episodes)
+    return _samples(episodes, prompt_ids, completion_ids, logprobs)
+
+
+def _samples(
+    episodes: list[Episode],
+    prompt_ids: list[list[int]],
+    completion_ids: list[list[int]],
+    logprobs: list[list[float]] | None,
+) -> list[dict]:
     return [
         {
             "prompt_ids": prompt_ids[i],
@@ -69,14 +122,22 @@ def play_decisions(
             "logprobs": logprobs[i] if logprobs is not None else None,
             "episode": episodes[i],
         }
-        for i in range(len(specs))
+        for i in range(len(episodes))
     ]
 
 
 def _play_turn(
-    env: Environment, episodes: list[Episode], turn: TurnFn
+    env: Environment,
+    episodes: list[Episode],
+    turn: TurnFn,
+    explore: ExploreFn | None = None,
+    group_size: int = 1,
 ) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None]:
     prompts, completions, logprobs, texts = turn([env.observation(ep) for ep in episodes])
+    if explore is not None:
+        for g in range(0, len(episodes), group_size):
+            group = slice(g, g + group_size)
+            texts[group], completions[group] = explore(episodes[g], texts[group], completions[group])
     for ep, text in zip(episodes, texts, strict=True):
         env.advance(ep, Reply(text))
     return prompts, completions, logprobs
@@ -85,12 +146,25 @@ def _play_turn(
 class DecisionRollout:
     """TRL `rollout_func(prompts, trainer)`: one decision per sample, scored by the episode it leads to."""
 
-    def __init__(self, env: Environment, max_depth: int = 4, play_on: str = "sample"):
+    def __init__(self, env: Environment, max_depth: int = 4, play_on: str = "sample", explore: float = 0.0):
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
-        if play_on not in ("sample", "greedy"):
-            raise ValueError(f"play_on must be 'sample' or 'greedy', got {play_on!r}")
-        self.env, self.max_depth, self.play_on = env, max_depth, play_on
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(
+                f"explore is the share of each group's samples that try untried moves, in [0, 1): {explore}"
+            )
+        if explore and type(env).candidate_replies is Environment.candidate_replies:
+            raise ValueError(
+                f"explore needs an env that lists its possible replies (`candidate_replies`); {env.name} does not"
+            )
+        if play_on not in PLAY_ON:
+            raise ValueError(f"play_on must be one of {PLAY_ON}, got {play_on!r}")
+        if play_on == "expected" and type(env).expected_outcomes is Environment.expected_outcomes:
+            raise ValueError(
+                f"play_on='expected' needs an env that enumerates its randomness (`expected_outcomes`); {env.name} "
+                "does not: use 'sample' or 'greedy'"
+            )
+        self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
@@ -114,13 +188,22 @@ class DecisionRollout:
                 [tokenizer.decode(c, skip_special_tokens=True) for c in completions],
             )
 
+        if self.explore and trainer.use_vllm:
+            raise NotImplementedError(
+                "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
+            )
+        greedy = _greedy_policy(trainer, template_kwargs) if self.play_on != "sample" else None
         samples = play_decisions(
             self.env,
             [spec_of(p) for p in prompts],
             trainer.num_generations,
             turn,
             self.max_depth,
-            play_on=_greedy_turn(trainer, template_kwargs) if self.play_on == "greedy" else None,
+            play_on=_texts_of(greedy) if self.play_on == "greedy" else None,
+            expect=functools.partial(self.env.expected_outcomes, policy=greedy)
+            if self.play_on == "expected"
+            else None,
+            explore=untried_moves(self.env, tokenizer, self.explore) if self.explore else None,
         )
         episodes = [s["episode"] for s in samples]
         return {
@@ -134,18 +217,22 @@ class DecisionRollout:
         }
 
 
-def _greedy_turn(trainer: Any, template_kwargs: dict) -> TurnFn:
-    """Replies of the trainer's current model, greedy (texts only: turns after the branch carry no loss)."""
+def _greedy_policy(trainer: Any, template_kwargs: dict) -> Policy:
+    """The trainer's current model as a greedy policy (turns after the branch carry no loss)."""
     from envs.policies.transformers_policy import TransformersPolicy
 
     model = trainer.accelerator.unwrap_model(trainer.model)
-    policy = TransformersPolicy(
+    return TransformersPolicy(
         model,
         trainer.processing_class,
         greedy=True,
         max_new_tokens=trainer.max_completion_length or 16,
         chat_template_kwargs=template_kwargs,
     )
+
+
+def _texts_of(policy: Policy) -> TurnFn:
+    """A turn function of a policy: reply texts only, no ids."""
 
     def turn(conversations: list[list[Message]]):
         return [], [], None, [reply.content for reply in policy(conversations)]

@@ -188,7 +188,7 @@ def _rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
         return EpisodeRollout(env, rollout.max_episode_tokens)
     from envs.training.decision_rollout import DecisionRollout
 
-    return DecisionRollout(env)
+    return DecisionRollout(env, play_on=rollout.play_on, explore=rollout.explore)
 
 
 def _any_live(trainer: Any) -> Callable[[bool], bool]:

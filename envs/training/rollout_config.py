@@ -35,6 +35,17 @@ class RolloutConfig:
             template's tool support and the env's tools become methods of a TRL environment. `"rollout_func"`: the
             env's own text protocol (`<tool_call>` JSON, tool schemas in the system prompt), exactly as
             `env.evaluate` plays it.
+        play_on (`str`, *optional*, defaults to `"sample"`):
+            GRPO decision rollouts only (an env whose turns read the current observation, e.g. tic-tac-toe with
+            `history="current"`): what follows the sampled branch move. `"sample"`: the game goes on with the
+            trainer's sampling; `"greedy"`: the model plays on greedily; `"expected"`: no play-on, the reward is the
+            move's expected episode reward over every outcome of the env's randomness with the model greedy after it
+            (`env.expected_outcomes`; tic-tac-toe sums over its opponent's answers), the same objective as greedy
+            play-on without the luck of one sampled game.
+        explore (`float`, *optional*, defaults to `0.0`):
+            GRPO decision rollouts only: the share of each group's samples whose branch move is one the group's
+            sampled moves did not try (from `env.candidate_replies`), so a confident model still measures its other
+            moves. Off-policy: the loss treats them as sampled. Not with vLLM generation.
     """
 
     split: str = "train"
@@ -43,6 +54,8 @@ class RolloutConfig:
     stratified: bool = True
     max_episode_tokens: int | None = None
     tool_protocol: str = "environment_factory"
+    play_on: str = "sample"
+    explore: float = 0.0
 
     def __post_init__(self) -> None:
         if self.num_rows is not None and self.num_rows < 1:
@@ -51,6 +64,10 @@ class RolloutConfig:
             raise ValueError(
                 f"tool_protocol must be 'environment_factory' or 'rollout_func', got {self.tool_protocol!r}"
             )
+        if self.play_on not in ("sample", "greedy", "expected"):
+            raise ValueError(f"play_on must be 'sample', 'greedy' or 'expected', got {self.play_on!r}")
+        if not 0.0 <= self.explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {self.explore}")
 
     def to_dict(self) -> dict:
         """The config as a plain dict (for params files and MLflow)."""

@@ -66,6 +66,22 @@ def test_exact_results_equal_the_mean_of_many_sampled_games(policy, model_starts
     assert abs(exact["win"] + exact["draw"] + exact["loss"] - 1.0) < 1e-9
 
 
+@pytest.mark.parametrize("policy", [FirstBest(), FirstFree()], ids=["minimax", "weak"])
+def test_expected_outcome_of_a_move_is_the_exact_result_of_the_game_it_starts(policy):
+    env = load_environment("tictactoe")
+    spec = {"seed": 0, "random_move_prob": 0.5, "stratum": 0, "model_starts": True}
+    start = env.start(spec)
+    first = policy([env.observation(start)])[0]
+    [after] = env.expected_outcomes([(start, first)], policy)
+    exact = exact_results(env, policy, 0.5, True)
+    for metric in ("reward", "win", "draw", "loss", "any_invalid", "move_optimality"):
+        assert after[metric] == pytest.approx(exact[metric]), metric
+    # Another first move is another game: the corner's value differs from the policy's own opening's.
+    [corner] = env.expected_outcomes([(start, Reply("<move>0</move>"))], policy)
+    assert corner["win"] + corner["draw"] + corner["loss"] == pytest.approx(1.0)
+    assert corner["reward"] != pytest.approx(after["reward"]) or first.content == "<move>0</move>"
+
+
 def test_perfect_play_never_loses_and_beats_random_at_the_known_rates():
     env = load_environment("tictactoe")
     vs_minimax = exact_both_sides(env, FirstBest(), 0.0)["both"]

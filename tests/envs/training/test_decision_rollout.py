@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from envs import load_environment
+from envs import Reply, load_environment
 from envs.policies.scratch_model import load_tokenizer
 from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.players import MinimaxPlayer, board_of
-from envs.training import trainer_spec
-from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions
+from envs.training import RolloutConfig, trainer_spec
+from envs.training.decision_rollout import DecisionRollout, branch_depth, play_decisions, untried_moves
 from envs.training.learning_curve import LearningCurveCallback
 from tasks.curves import curve_points
 
@@ -71,6 +72,83 @@ def test_play_on_plays_every_turn_after_the_branch(tiny_model):
     assert len(outcomes) > 16  # some groups branched into different moves
 
 
+def test_expected_play_on_rewards_each_branch_move_by_its_expected_outcome(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(8)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+
+    def policy(conversations):  # deterministic: the first value-keeping move
+        return [Reply(f"<move>{optimal_moves(board_of(c))[0]}</move>") for c in conversations]
+
+    def expect(branches):
+        expect.branches = branches
+        return env.expected_outcomes(branches, policy)
+
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, expect=expect)
+    assert len(expect.branches) == 32
+    for s, (at_branch, reply) in zip(samples, expect.branches, strict=True):
+        ep = s["episode"]
+        assert reply.content == ep.replies[-1].content and len(at_branch.replies) == len(ep.replies) - 1
+        assert set(ep.values) >= {"win", "draw", "loss", "move_optimality"}
+    for s, (at_branch, reply) in list(zip(samples, expect.branches, strict=True))[::4]:
+        ep = s["episode"]
+        # The reward is the mean over many games that play this move, then the greedy policy, to the end.
+        games = []
+        for seed in range(400):
+            game = at_branch.fork()
+            game.state["seed"] = seed
+            env.advance(game, reply)
+            while not game.done:
+                env.advance(game, policy([env.observation(game)])[0])
+            games.append(game)
+        env.score(games)
+        sampled = sum(g.reward for g in games) / len(games)
+        assert abs(ep.reward - sampled) < 0.12, (ep.reward, sampled)  # ~5 standard errors
+
+
+def test_explore_replaces_the_last_samples_of_a_group_by_untried_legal_moves(tiny_model):
+    env = load_environment("tictactoe", history="current")
+    tokenizer = load_tokenizer(tiny_model)
+    explore = untried_moves(env, tokenizer, 0.5)
+    episode = env.start({"seed": 3, "random_move_prob": 0.5, "stratum": 0, "model_starts": True})
+    texts = ["<move>4</move>", "<move>0</move>", "<move>4</move>", "<move>4</move>"]
+    ids = [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in texts]
+    out_texts, out_ids = explore(episode, list(texts), list(ids))
+    assert out_texts[:2] == texts[:2] and out_ids[:2] == ids[:2]  # the sampled half stays
+    assert len(set(out_texts[2:])) == 2 and not set(out_texts[2:]) & {"<move>4</move>", "<move>0</move>"}
+    assert [tokenizer.decode(i, skip_special_tokens=True) for i in out_ids] == out_texts
+    assert explore(episode, list(texts), list(ids)) == (out_texts, out_ids)  # seeded by the episode
+
+
+def test_explored_moves_are_the_moves_played(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(8)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    samples = play_decisions(
+        env,
+        specs,
+        4,
+        scripted_turn(tokenizer),
+        max_depth=4,
+        expect=lambda branches: [{"reward": 0.0} for _ in branches],  # stop at the branch move
+        explore=untried_moves(env, tokenizer, 0.5),
+    )
+    for g in range(8):
+        group = samples[4 * g : 4 * g + 4]
+        moves = [tokenizer.decode(s["completion_ids"], skip_special_tokens=True) for s in group]
+        assert [s["episode"].replies[-1].content for s in group] == moves
+        assert not set(moves[2:]) & set(moves[:2]) or len(set(moves)) == len(set(moves[:2]))
+
+
+def test_expected_play_on_needs_an_env_that_enumerates_its_randomness():
+    env = load_environment("reverse_text")
+    with pytest.raises(ValueError, match="expected_outcomes"):
+        DecisionRollout(env, play_on="expected")
+    assert DecisionRollout(load_environment("tictactoe"), play_on="expected").play_on == "expected"
+
+
 def decision_trainer(sft_model, tmp_path):
     """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
     from trl import GRPOConfig, GRPOTrainer
@@ -86,7 +164,10 @@ def decision_trainer(sft_model, tmp_path):
         learning_rate=1e-3,
         temperature=1.5,  # the short SFT start is sharp; groups need some spread
     )
-    return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args)
+    # Half of each group plays moves the group did not sample: the short SFT start may make every sampled move
+    # invalid (on some CPUs it does), and a group whose samples all score alike gives no gradient.
+    rollout = RolloutConfig(explore=0.5)
+    return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args, rollout=rollout)
 
 
 def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):

@@ -294,7 +294,7 @@ def _default_stages() -> dict[str, Any]:
     stages = {
         "wide": ("sft", [0.0, 1.0], 120, {}),
         "strong": ("grpo-wide", [0.0, 0.5], 60, {}),
-        "polish": ("grpo-strong", [0.5, 1.0], 80, {"learning_rate": 5e-5}),
+        "polish": ("grpo-strong", [0.5, 1.0], 80, {}),
     }
     return {
         name: GRPOStage(
@@ -320,7 +320,7 @@ class GRPO(Section):
     """Samples per optimizer step, every stratum covered: the default of each stage's batch_size."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Samples per micro-batch."""
-    learning_rate: float = Field(1e-4, gt=0.0)
+    learning_rate: float = Field(5e-5, gt=0.0)
     """Learning rate (a stage may override it)."""
     lr_scheduler_type: str = "constant_with_warmup"
     """transformers learning-rate schedule."""
@@ -339,7 +339,7 @@ class GRPO(Section):
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
     evaluation keeps the env's -0.1."""
-    play_on: Literal["sample", "greedy", "expected"] = "sample"
+    play_on: Literal["sample", "greedy", "expected"] = "expected"
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
     move rewarded by its expected outcome over the env's randomness, model greedy (`RolloutConfig.play_on`)."""
     explore: float = Field(0.0, ge=0.0, lt=1.0)

@@ -90,8 +90,8 @@ def test_ints_widen_to_floats_and_yaml_exponents_are_floats(params: dict, tmp_pa
     params["synthesize"]["teacher_skill"] = 0
     assert load_params(params=params).synthesize.teacher_skill == 0.0
     path = tmp_path / "params.yaml"
-    path.write_text("grpo:\n  learning_rate: 5e-5\n")  # PyYAML alone reads this as a string
-    assert load_params(path).grpo.learning_rate == 5e-5
+    path.write_text("grpo:\n  learning_rate: 3e-5\n")  # PyYAML alone reads this as a string
+    assert load_params(path).grpo.learning_rate == 3e-5
 
 
 def test_nested_library_configs_are_checked_by_path(params: dict) -> None:

@@ -149,7 +149,7 @@ def test_expected_play_on_needs_an_env_that_enumerates_its_randomness():
     assert DecisionRollout(load_environment("tictactoe"), play_on="expected").play_on == "expected"
 
 
-def decision_trainer(sft_model, tmp_path):
+def decision_trainer(sft_model, tmp_path, explore: float = 0.5):
     """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
     from trl import GRPOConfig, GRPOTrainer
 
@@ -166,7 +166,7 @@ def decision_trainer(sft_model, tmp_path):
     )
     # Half of each group plays moves the group did not sample: the short SFT start may make every sampled move
     # invalid (on some CPUs it does), and a group whose samples all score alike gives no gradient.
-    rollout = RolloutConfig(explore=0.5)
+    rollout = RolloutConfig(explore=explore)
     return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args, rollout=rollout)
 
 

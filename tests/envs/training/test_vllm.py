@@ -151,7 +151,8 @@ def test_grpo_generates_through_vllm_and_reloads_the_weights_every_step(
     board_env, checkpoint, server, tmp_path
 ):
     # Two steps of 16 decisions in groups of 4, in board_env's format: the decision-rollout tests' own trainer.
-    _, trainer = decision_trainer(checkpoint, tmp_path)
+    # No exploration: its forced moves have no vLLM sampling logprobs. This checkpoint's groups spread anyway.
+    _, trainer = decision_trainer(checkpoint, tmp_path, explore=0.0)
     trainer = use_vllm_server(trainer, server)
     start = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     trainer.train()

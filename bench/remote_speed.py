@@ -38,8 +38,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _play(client, start_at: float, deadline: float, latencies: list[float], seed: int) -> int:
-    await asyncio.sleep(max(0.0, start_at - time.time()))
+async def _play(client, deadline: float, latencies: list[float], seed: int) -> int:
     steps = 0
     while time.time() < deadline:
         result = await client.reset(seed=seed)
@@ -53,13 +52,18 @@ async def _play(client, start_at: float, deadline: float, latencies: list[float]
     return steps
 
 
-def _import_client() -> None:
-    # Each client process imports openenv once, at start (seconds on busy cores), not inside a timed round.
+_START = None  # the client processes' barrier: each connects its sessions, then all start the round together
+
+
+def _init_client_process(start) -> None:
+    global _START
+    _START = start
+    # Import openenv once, when the process starts (seconds on busy cores), not inside a timed round.
     import openenv.core.generic_client  # noqa: F401
 
 
-def _client_process(url: str, clients: int, start_at: float, deadline: float, seed: int) -> dict:
-    """One client process: `clients` concurrent sessions, connected before `start_at`, stepping until `deadline`."""
+def _client_process(url: str, clients: int, seed: int) -> dict:
+    """One client process: `clients` concurrent sessions, connected first, stepping for `SECONDS` once all are."""
     from openenv.core.generic_client import GenericEnvClient
 
     latencies: list[float] = []
@@ -67,11 +71,11 @@ def _client_process(url: str, clients: int, start_at: float, deadline: float, se
     async def main() -> list[int]:
         sessions = [GenericEnvClient(base_url=url, connect_timeout_s=60) for _ in range(clients)]
         await asyncio.gather(*(s.connect() for s in sessions))
-        if time.time() > start_at:  # a late start would shorten this process's share of the round
-            raise RuntimeError("the client sessions took longer to connect than the round's lead time")
+        _START.wait(timeout=300)
+        deadline = time.time() + SECONDS
         try:
             return await asyncio.gather(
-                *(_play(s, start_at, deadline, latencies, seed + 10_000 * i) for i, s in enumerate(sessions))
+                *(_play(s, deadline, latencies, seed + 10_000 * i) for i, s in enumerate(sessions))
             )
         finally:
             await asyncio.gather(*(s.close() for s in sessions))
@@ -95,13 +99,12 @@ def _server_cpu(server: psutil.Process) -> float:
 
 
 def _round(pool, server: psutil.Process, url: str, clients: int, seed: int) -> dict:
-    procs = min(CLIENT_PROCESSES, clients)
+    # Every client process takes one job (a process waiting at the barrier cannot take a second), some maybe none.
+    procs = CLIENT_PROCESSES
     shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
-    start_at = time.time() + 3.0  # every session connects first, then all start together
-    deadline = start_at + SECONDS
     cpu_before = _server_cpu(server)
-    jobs = [(url, n, start_at, deadline, seed + 1_000_000 * i) for i, n in enumerate(shares)]
-    parts = pool.starmap(_client_process, jobs)
+    jobs = [(url, n, seed + 1_000_000 * i) for i, n in enumerate(shares)]
+    parts = pool.starmap(_client_process, jobs, chunksize=1)
     server_cpu = _server_cpu(server) - cpu_before
     steps = sum(p["steps"] for p in parts)
     latencies = [x for p in parts for x in p["latencies"]]
@@ -149,7 +152,10 @@ def run() -> dict:
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"}
     )
     # Spawned, not forked: the client processes start clean and import only openenv's client.
-    pool = multiprocessing.get_context("spawn").Pool(CLIENT_PROCESSES, initializer=_import_client)
+    context = multiprocessing.get_context("spawn")
+    pool = context.Pool(
+        CLIENT_PROCESSES, initializer=_init_client_process, initargs=(context.Barrier(CLIENT_PROCESSES),)
+    )
     try:
         _wait_until_up(url, server)
         watched = psutil.Process(server.pid)
@@ -157,7 +163,13 @@ def run() -> dict:
     finally:
         pool.terminate()
         server.terminate()
-        server.wait(timeout=10)
+        try:
+            server.wait(timeout=60)  # the workers close their sessions first: slow on busy cores
+        except subprocess.TimeoutExpired:
+            for proc in psutil.Process(server.pid).children(recursive=True):
+                proc.kill()
+            server.kill()
+            server.wait()
     out["server_workers"] = WORKERS
     out["client_processes"] = CLIENT_PROCESSES
     out["target"] = "64 clients >= 5,000 steps/s on 2 cores"

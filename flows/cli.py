@@ -85,24 +85,10 @@ def env_serve_command(args: argparse.Namespace) -> int:
         f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s{workers})",
         flush=True,
     )
+    options = dict(max_sessions=args.max_sessions, idle_ttl_s=args.idle_ttl, threaded=args.threaded)
     if args.workers > 1:
-        return serve_env_workers(
-            env,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            max_sessions=args.max_sessions,
-            idle_ttl_s=args.idle_ttl,
-            threaded=args.threaded,
-        )
-    serve_env_forever(
-        env,
-        host=args.host,
-        port=args.port,
-        max_sessions=args.max_sessions,
-        idle_ttl_s=args.idle_ttl,
-        threaded=args.threaded,
-    )
+        return serve_env_workers(env, host=args.host, port=args.port, workers=args.workers, **options)
+    serve_env_forever(env, host=args.host, port=args.port, **options)
     return 0
 
 

@@ -18,11 +18,10 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from envs.remote.workers import session_shares
-from envs.replay import replay_problems
 from envs.tictactoe import RandomPlayer
 
 from .conftest import SETTINGS
-from .test_server import play, record
+from .test_server import assert_random_games_replay_locally, play
 
 
 @contextlib.contextmanager
@@ -71,12 +70,7 @@ def test_two_workers_play_200_concurrent_sessions_like_local_replays(local_env):
             return await asyncio.gather(*(play(url, 5000 + i, RandomPlayer(seed=i)) for i in range(200)))
 
         games = asyncio.run(main())
-    assert len(games) == 200
-    for i, (spec, messages, final) in enumerate(games):
-        assert spec["seed"] == 5000 + i
-        local = local_env.rollout(RandomPlayer(seed=i), [spec])[0]
-        assert messages == local.messages and final["reward"] == local.reward
-        assert replay_problems(local_env, record(spec, messages, final)) == []
+    assert_random_games_replay_locally(local_env, games, first_seed=5000)
 
 
 async def _open_sessions(url: str, attempts: int) -> tuple[list[GenericEnvClient], int]:

@@ -50,7 +50,7 @@ def workers_server(workers: int, max_sessions: int) -> Iterator[tuple[str, subpr
     finally:
         if server.poll() is None:
             server.terminate()
-            server.wait(timeout=30)
+            server.wait(timeout=180)
 
 
 def test_the_cap_is_split_as_evenly_as_possible():
@@ -115,10 +115,10 @@ def test_sigterm_stops_every_worker_and_a_dead_worker_stops_the_server():
         workers = psutil.Process(server.pid).children()
         assert len(workers) == 2
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0
+        assert server.wait(timeout=180) == 0  # limits, not timings: the cores may be busy with other work
         assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
     with workers_server(workers=2, max_sessions=4) as (_, server):
         first, second = psutil.Process(server.pid).children()
         first.kill()  # a crashed worker: the supervisor stops the other and reports failure
-        assert server.wait(timeout=30) == 1
-        second.wait(timeout=10)
+        assert server.wait(timeout=180) == 1
+        second.wait(timeout=60)

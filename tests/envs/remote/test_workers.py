@@ -38,7 +38,7 @@ def workers_server(workers: int, max_sessions: int) -> Iterator[tuple[str, subpr
     server = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180  # two cores that may be busy with other work
+        deadline = time.monotonic() + 300  # two cores that may be busy with other work (seen: over 180 s)
         while True:
             try:
                 httpx.get(url + "/health", timeout=1)

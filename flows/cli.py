@@ -72,23 +72,23 @@ def env_serve_command(args: argparse.Namespace) -> int:
     """Serve an environment over OpenEnv's protocol until interrupted."""
     from envs import load_environment
     from envs.remote.server import serve_env_forever
+    from envs.remote.workers import serve_env_workers, session_shares
 
+    shares = session_shares(args.max_sessions, args.workers)  # a bad split is an error before the env loads
     try:
         env = load_environment(args.name, **dict(args.settings))
     except TypeError as exc:  # an unknown setting: the factory names it
         raise ValueError(str(exc)) from None
+    workers = f", {args.workers} worker processes with {shares} sessions" if args.workers > 1 else ""
     print(
         f"environment {env.name!r} over OpenEnv at http://{args.host}:{args.port} (WebSocket sessions at /ws, "
-        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s)"
+        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s{workers})",
+        flush=True,
     )
-    serve_env_forever(
-        env,
-        host=args.host,
-        port=args.port,
-        max_sessions=args.max_sessions,
-        idle_ttl_s=args.idle_ttl,
-        threaded=args.threaded,
-    )
+    options = dict(max_sessions=args.max_sessions, idle_ttl_s=args.idle_ttl, threaded=args.threaded)
+    if args.workers > 1:
+        return serve_env_workers(env, host=args.host, port=args.port, workers=args.workers, **options)
+    serve_env_forever(env, host=args.host, port=args.port, **options)
     return 0
 
 
@@ -191,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env_serve.add_argument(
         "--idle-ttl", type=positive_float, default=300.0, help="seconds before an idle session is closed"
+    )
+    env_serve.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="server processes sharing the port, each stepping on its own core; --max-sessions is split "
+        "among them (default 1)",
     )
     env_serve.add_argument(
         "--threaded",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -210,6 +211,11 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         )
 
 
+# openenv inspects `reset_async`'s signature on every reset to filter its arguments; a precomputed `__signature__`
+# spares it rebuilding that from the code object each time.
+EpisodeSession.reset_async.__signature__ = inspect.signature(EpisodeSession.reset_async)  # type: ignore[attr-defined]
+
+
 class ThreadedEpisodeSession(EpisodeSession):
     """A session whose steps run in openenv's per-session thread: for environments that block on I/O (a remote
     judge, a sandbox), so one slow step does not stall every other session."""
@@ -228,8 +234,15 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else 0.0
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
 def _json_safe(value: Any) -> Any:
     """Plain JSON types only (tuples become lists, other objects their repr)."""
+    # Every observation passes through here on every step, and it is almost always JSON-safe already (string-keyed
+    # dicts and lists of strings and ints): checking is cheaper than rebuilding it.
+    if _is_plain(value):
+        return value
     if isinstance(value, dict):
         return {str(k): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -239,6 +252,18 @@ def _json_safe(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, bool)):
         return value
     return repr(value)
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether `value` is already what `_json_safe` would return (no tuples, non-str keys, NaN or objects)."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _is_plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_is_plain(v) for v in value)
+    if kind is float:
+        return math.isfinite(value)
+    return kind in _PLAIN
 
 
 def _request_error(_: Request, exc: RequestError) -> JSONResponse:
@@ -252,8 +277,13 @@ def create_env_app(
     idle_ttl_s: float | None = IDLE_TTL_S,
     max_body_bytes: int = MAX_BODY_BYTES,
     threaded: bool = False,
+    reported_max_sessions: int | None = None,
 ) -> FastAPI:
-    """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection."""
+    """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection.
+
+    `reported_max_sessions` is the cap `/wander/info` reports when this app is one of several worker processes
+    (`envs.remote.workers`): the whole server's, not this worker's share.
+    """
     # Build lazily made splits now, not concurrently inside the first sessions.
     for split in list(env.dataset):
         env.get_dataset(split)
@@ -282,7 +312,7 @@ def create_env_app(
             "max_turns": env.max_turns,
             "full_history": env.full_history,
             "settings": settings,
-            "max_sessions": max_sessions,
+            "max_sessions": reported_max_sessions or max_sessions,
         }
 
     app.add_exception_handler(RequestError, _request_error)
@@ -298,9 +328,10 @@ def serve_env_in_thread(
     """Serve `env` over OpenEnv on a background thread; yield its base URL (`http://host:port`); stop on exit."""
     from envs.policies.openai_server import serve_in_thread
 
-    limit = app_options.get("max_body_bytes", MAX_BODY_BYTES)
     app = create_env_app(env, **app_options)
-    with serve_in_thread(app, host, port, api_path="", probe_path="/health", ws_max_size=limit) as url:
+    with serve_in_thread(
+        app, host, port, api_path="", probe_path="/health", **uvicorn_options(app_options)
+    ) as url:
         yield url
 
 
@@ -310,5 +341,12 @@ def serve_env_forever(
     """Serve `env` over OpenEnv in the foreground until interrupted (`wander env serve`)."""
     import uvicorn
 
-    limit = app_options.get("max_body_bytes", MAX_BODY_BYTES)
-    uvicorn.run(create_env_app(env, **app_options), host=host, port=port, log_level="info", ws_max_size=limit)
+    app = create_env_app(env, **app_options)
+    uvicorn.run(app, host=host, port=port, log_level="info", **uvicorn_options(app_options))
+
+
+def uvicorn_options(app_options: dict[str, Any]) -> dict[str, Any]:
+    """uvicorn's settings for an env server: frame size limit, no per-message compression."""
+    # A step's frames are a few hundred bytes: compressing each (uvicorn's default when the client offers it, as
+    # openenv's does) costs more server CPU than it saves on any network.
+    return {"ws_max_size": app_options.get("max_body_bytes", MAX_BODY_BYTES), "ws_per_message_deflate": False}

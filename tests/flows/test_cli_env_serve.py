@@ -21,6 +21,7 @@ def test_settings_are_parsed_as_yaml_values():
     )
     assert dict(args.settings) == {"max_turns": 6, "rendering": "grid", "random_move_prob": [0.0, 0.5]}
     assert (args.host, args.port, args.max_sessions, args.idle_ttl) == ("127.0.0.1", 8000, 256, 300.0)
+    assert args.workers == 1
 
 
 @pytest.mark.parametrize(
@@ -31,6 +32,7 @@ def test_settings_are_parsed_as_yaml_values():
         ["--max-sessions", "0"],
         ["--idle-ttl", "-1"],
         ["--idle-ttl", "inf"],
+        ["--workers", "0"],
     ],
 )
 def test_bad_options_are_usage_errors(argv, capsys):
@@ -42,6 +44,11 @@ def test_bad_options_are_usage_errors(argv, capsys):
 def test_an_unknown_setting_is_one_line_and_status_2(capsys):
     assert main(["env", "serve", "tictactoe", "colour=red"]) == 2
     assert "unknown tictactoe setting" in capsys.readouterr().err
+
+
+def test_more_workers_than_sessions_is_one_line_and_status_2(capsys):
+    assert main(["env", "serve", "tictactoe", "--workers", "3", "--max-sessions", "2"]) == 2
+    assert "--workers 3 needs 1 to --max-sessions (2) workers" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -68,10 +68,15 @@ def test_200_concurrent_sessions_finish_without_error_or_cross_talk(served, loca
         return await asyncio.gather(*(play(served, 1000 + i, RandomPlayer(seed=i)) for i in range(200)))
 
     games = asyncio.run(main())
+    assert_random_games_replay_locally(local_env, games, first_seed=1000)
+
+
+def assert_random_games_replay_locally(local_env, games: list, first_seed: int) -> None:
+    """Game i (seed first_seed + i, `RandomPlayer(seed=i)`) played remotely is the same player's game alone, locally."""
     assert len(games) == 200
     for i, (spec, messages, final) in enumerate(games):
-        assert spec["seed"] == 1000 + i
-        local = local_env.rollout(RandomPlayer(seed=i), [spec])[0]  # the same player, alone, locally
+        assert spec["seed"] == first_seed + i
+        local = local_env.rollout(RandomPlayer(seed=i), [spec])[0]
         assert messages == local.messages and final["reward"] == local.reward
         assert replay_problems(local_env, record(spec, messages, final)) == []
 

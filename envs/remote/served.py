@@ -24,7 +24,7 @@ from typing import Any
 
 from envs.environment import Environment
 from envs.episode import Episode
-from envs.policies.base import Message
+from envs.policies.base import Message, Policy, Reply
 from envs.remote.client import RemoteEnvironment, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -126,6 +126,17 @@ class ServedEnvironment(RemoteEnvironment):
     def curve_metrics(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """The local env's learning-curve suite (tic-tac-toe's is exact: it forces replies into local state)."""
         return self.local.curve_metrics(*args, **kwargs)
+
+    def expected_outcomes(
+        self, branches: list[tuple[Episode, Reply]], policy: Policy
+    ) -> list[dict[str, float]]:
+        """The local env's expected outcomes after each branch move: like the curve, a computation over the local
+        rules from the state the server reported (tic-tac-toe forces the opponent's replies into local forks)."""
+        return self.local.expected_outcomes(branches, policy)
+
+    def candidate_replies(self, episode: Episode) -> list[str]:
+        """The local env's replies worth trying at the episode's turn."""
+        return self.local.candidate_replies(episode)
 
     def __getattr__(self, name: str) -> Any:
         # Only for attributes this object lacks (`config`, a solver, an expert): the local env's.

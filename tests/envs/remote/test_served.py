@@ -51,6 +51,22 @@ def centre(conversations: list) -> list[Reply]:
     return [Reply("<move>4</move>") for _ in conversations]
 
 
+def test_expected_outcomes_and_candidate_moves_of_a_served_episode_are_the_local_ones(url):
+    local = load_environment("tictactoe", **LOCAL)
+    served = load_environment(f"openenv:{url}", local=local)
+    spec = local.get_dataset("train")[0]
+    here, there = local.start(spec), served.start(spec)
+    for _ in range(2):  # two moves in, so the branch state is the one the server reported
+        local.advance(here, Reply("<move>4</move>") if not here.replies else Reply("<move>0</move>"))
+        served.advance(there, Reply("<move>4</move>") if not there.replies else Reply("<move>0</move>"))
+    assert served.candidate_replies(there) == local.candidate_replies(here) != []
+    moves = [Reply(m) for m in local.candidate_replies(here)]
+    expected_here = local.expected_outcomes([(here, m) for m in moves], centre)
+    assert served.expected_outcomes([(there, m) for m in moves], centre) == expected_here
+    assert len({round(o["reward"], 9) for o in expected_here}) > 1  # the moves are worth different amounts
+    served.score([there])  # closes the session
+
+
 def test_a_curriculum_stage_gets_the_same_server_with_its_settings_here(url):
     served = load_environment(f"openenv:{url}", local=load_environment("tictactoe", num_train=8))
     stage = CurriculumStage("strong", random_move_prob=(0.0, 0.25), env_kwargs={"invalid_penalty": -1.0})

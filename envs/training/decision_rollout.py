@@ -27,6 +27,7 @@ from envs.episode import Episode
 from envs.policies.base import Message, Policy, Reply
 from envs.training.chat_tokens import render_ids
 from envs.training.episode_data import spec_of
+from envs.training.rollout_config import PLAY_ON
 
 # observations -> (prompt ids, completion ids, sampling logprobs or None, decoded replies), one per observation
 TurnFn = Callable[
@@ -34,7 +35,6 @@ TurnFn = Callable[
 ]
 # (episode at the branch, its reply) pairs -> each one's expected reward and rubric values
 ExpectFn = Callable[[list[tuple[Episode, Reply]]], list[dict[str, float]]]
-PLAY_ON = ("sample", "greedy", "expected")
 # (episode at the branch, a group's sampled texts, their completion ids) -> the texts and ids to play
 ExploreFn = Callable[[Episode, list[str], list[list[int]]], tuple[list[str], list[list[int]]]]
 
@@ -92,12 +92,12 @@ def play_decisions(
             if not prefixes[i].done:
                 branch_points[i] = prefixes[i].fork()
     episodes = [branch_points[i // group_size].fork() for i in range(len(specs))]
-    at_branch = [ep.fork() for ep in episodes] if expect is not None else []
     prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn, explore, group_size)
     if expect is not None:
-        # Token ids are not needed to score: the reply's text is the move.
+        # Each sample's position before its move is its group's branch point (expect forks, never changes it);
+        # token ids are not needed to score: the reply's text is the move.
         outcomes = expect(
-            [(b, Reply(ep.replies[-1].content)) for b, ep in zip(at_branch, episodes, strict=True)]
+            [(branch_points[i // group_size], Reply(ep.replies[-1].content)) for i, ep in enumerate(episodes)]
         )
         for ep, outcome in zip(episodes, outcomes, strict=True):
             ep.reward = outcome["reward"]

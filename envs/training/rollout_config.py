@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
+PLAY_ON = ("sample", "greedy", "expected")
+
 
 @dataclass
 class RolloutConfig:
@@ -64,8 +67,8 @@ class RolloutConfig:
             raise ValueError(
                 f"tool_protocol must be 'environment_factory' or 'rollout_func', got {self.tool_protocol!r}"
             )
-        if self.play_on not in ("sample", "greedy", "expected"):
-            raise ValueError(f"play_on must be 'sample', 'greedy' or 'expected', got {self.play_on!r}")
+        if self.play_on not in PLAY_ON:
+            raise ValueError(f"play_on must be one of {PLAY_ON}, got {self.play_on!r}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {self.explore}")
 

@@ -75,6 +75,8 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
         rubric.add(outcome, config.outcome_weight)
         rubric.add(parser.format_reward, config.format_weight, name="format")
         rubric.add(invalid_moves, config.invalid_penalty)
+        if config.value_loss_penalty:
+            rubric.add(value_losing_moves, config.value_loss_penalty)
         for metric in (win, draw, loss, any_invalid, turns, move_optimality):
             rubric.add(metric, 0.0)
         super().__init__(
@@ -366,6 +368,11 @@ def invalid_moves(state: dict) -> float:
 def turns(state: dict) -> float:
     """Model turns used."""
     return float(state["turn"])
+
+
+def value_losing_moves(state: dict) -> float:
+    """Number of the model's valid moves that lost the minimax value of their position."""
+    return float(state["model_moves"] - state["optimal"])
 
 
 def move_optimality(state: dict) -> float:

@@ -64,6 +64,10 @@ class TicTacToeConfig:
     invalid_penalty: float = -0.1
     """Added per invalid move, so every further invalid move costs more (not once per game)."""
 
+    value_loss_penalty: float = 0.0
+    """Added per valid model move that loses the minimax value of its position (the solver's verdict): shaping,
+    so 0 keeps the reward the game's outcome alone. The `value_losing_moves` metric is scored only when set."""
+
     def __post_init__(self) -> None:
         low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
         if not 0.0 <= low <= high <= 1.0:

@@ -1,4 +1,4 @@
-"""Exact evaluation, the move-only reply format and the per-move invalid penalty."""
+"""Exact evaluation, the move-only reply format and the per-move invalid and value-loss penalties."""
 
 import json
 import random
@@ -117,6 +117,24 @@ def test_invalid_penalty_is_applied_per_invalid_move():
         assert ep.state["outcome"] == "loss" and ep.state["invalid"] == turns - 1
         rewards[turns] = ep.reward
     assert rewards == {2: pytest.approx(-0.5), 3: pytest.approx(-1.0)}
+
+
+def test_value_loss_penalty_is_applied_per_value_losing_move():
+    plain = load_environment("tictactoe", random_move_prob=(0.0, 0.0))
+    shaped = load_environment("tictactoe", random_move_prob=(0.0, 0.0), value_loss_penalty=-0.3)
+    spec = next(r for r in plain.get_dataset("eval") if r["model_starts"])
+    lowest = _Lowest()  # legal moves only, so the penalty is the only difference
+    [a] = plain.rollout(lowest, [spec])
+    [b] = shaped.rollout(lowest, [spec])
+    losing = b.state["model_moves"] - b.state["optimal"]
+    assert losing >= 1 and a.state == b.state and a.state["outcome"] == "loss"
+    assert b.reward == pytest.approx(a.reward - 0.3 * losing)
+    assert b.values["value_losing_moves"] == losing and "value_losing_moves" not in a.values
+
+
+class _Lowest:
+    def __call__(self, conversations):
+        return [Reply(f"<move>{legal_moves(board_of(c))[0]}</move>") for c in conversations]
 
 
 class _Always:

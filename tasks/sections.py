@@ -178,7 +178,7 @@ class BuildModel(Section):
 class Generate(Section):
     """Episode specs per split, stratified by opponent skill; seeds disjoint across splits."""
 
-    num_train: int = Field(10_000, ge=1)
+    num_train: int = Field(8000, ge=1)
     """Episodes in the train split: the teacher's games for SFT and GRPO's episode prompts."""
     num_eval: int = Field(200, ge=1)
     """Episodes in the eval split (frozen: independent of num_train)."""
@@ -335,13 +335,10 @@ class GRPO(Section):
     keep_best: bool = True
     """Save the model of the best learning-curve point (the env's `curve_score`, the start model included), not
     the last step's; needs `curve_every`."""
-    env: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"tictactoe": {"invalid_penalty": -0.5, "midgame_starts": 0.25}}
-    )
+    env: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"tictactoe": {"invalid_penalty": -0.5}})
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
-    evaluation keeps the env's -0.1; a quarter of its GRPO episodes start mid-game, half of the teacher's games
-    (every group starting mid-game trained worse: rare positions crowd out the common ones)."""
+    evaluation keeps the env's -0.1."""
     play_on: Literal["sample", "greedy", "expected"] = "expected"
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
     move rewarded by its expected outcome over the env's randomness, model greedy (`RolloutConfig.play_on`)."""

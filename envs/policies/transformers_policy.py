@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from envs.policies import llama_decode
 from envs.policies.base import Conversation, Reply
 from envs.policies.scratch_model import IM_END, default_device, load_model, load_tokenizer
 
@@ -23,6 +24,9 @@ class TransformersPolicy:
     `max_new_tokens` ("length"). `logprobs` (with `return_logprobs=True`) are the log-softmax of the model's logits
     divided by `temperature` (1 when greedy), before top-p/top-k filtering: what TRL's trainers compute.
     Generation settings not set here (e.g. a hub model's repetition penalty) come from `model.generation_config`.
+
+    Greedy calls on a plain Llama (the scratch model) skip `generate` for `llama_decode.greedy_decode`: the same
+    tokens for a fraction of the CPU time. `fast_greedy=False` keeps `generate` for them too.
     """
 
     def __init__(
@@ -40,6 +44,7 @@ class TransformersPolicy:
         max_batch_size: int | None = None,
         device: str | torch.device | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
+        fast_greedy: bool = True,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -65,6 +70,7 @@ class TransformersPolicy:
         self.return_logprobs = return_logprobs
         self.max_batch_size = max_batch_size
         self.chat_template_kwargs = chat_template_kwargs or {}
+        self.fast_greedy = fast_greedy
         self.stop_ids = _stop_token_ids(model, tokenizer)
         self.calls = 0  # sampling calls made so far; advances the seed
 
@@ -127,21 +133,33 @@ class TransformersPolicy:
         return replies
 
     def _generate(self, prompts: list[list[int]], config: GenerationConfig) -> list[Reply]:
-        """One left-padded generate call over `prompts`."""
+        """One left-padded generation over `prompts`."""
         width = max(len(p) for p in prompts)
         pad = self.tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
-        out = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
-        generated = out.sequences[:, width:].tolist()
-        if self.return_logprobs:
+        if self.greedy and self.fast_greedy and llama_decode.supports(self.model):
+            new_tokens, logits = llama_decode.greedy_decode(
+                self.model,
+                input_ids,
+                mask,
+                self.max_new_tokens,
+                self.stop_ids,
+                pad,
+                keep_logits=self.return_logprobs,
+            )
+        else:
+            out = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
+            new_tokens = out.sequences[:, width:]
             # Raw logits, before temperature and top-p/top-k: (batch, new tokens, vocab).
-            logits = torch.stack(out.logits, dim=1).float()
+            logits = torch.stack(out.logits, dim=1) if self.return_logprobs else None
+        generated = new_tokens.tolist()
+        if logits is not None:
+            logits = logits.float()
             if not self.greedy:
                 # The distribution the trainer scores (TRL divides logits by its temperature too).
                 logits = logits / self.temperature
-            chosen = out.sequences[:, width:, None]
-            token_logprobs = logits.log_softmax(-1).gather(-1, chosen).squeeze(-1).tolist()
+            token_logprobs = logits.log_softmax(-1).gather(-1, new_tokens[..., None]).squeeze(-1).tolist()
 
         replies = []
         for row, (prompt, tokens) in enumerate(zip(prompts, generated, strict=True)):

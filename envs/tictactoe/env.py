@@ -61,6 +61,12 @@ def live_positions() -> tuple[tuple[int, ...], ...]:
     return tuple(found.values())
 
 
+def midgame_moves(seed: int) -> list[int]:
+    """The plies to a live position drawn uniformly from the seed: every position alike, deep ones included."""
+    positions = live_positions()
+    return list(positions[splitmix64(seed ^ 0x3C6EF372) % len(positions)])
+
+
 class TicTacToeEnv(TicTacToePipeline, Environment):
     """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
 
@@ -109,6 +115,14 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
             "start_moves": [],
         }
 
+    def train_spec(self, seed: int, stratum: int) -> dict:
+        """A train-split spec: with probability `midgame_starts` (from the seed) it starts mid-game."""
+        spec = self.make_spec(seed, stratum)
+        if splitmix64(seed ^ 0x1B873593) / 2**64 < self.config.midgame_starts:
+            moves = midgame_moves(seed)
+            spec.update(start_moves=moves, model_starts=len(moves) % 2 == 0)
+        return spec
+
     def split_specs(self, split: str) -> list[dict]:
         """The specs of a split: unique seeds from the split seed (or `specs_dir`), strata round-robin."""
         if self.config.specs_dir is not None:
@@ -122,31 +136,16 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
                 raise ValueError(
                     f"{path} has strata outside 0..{self.config.num_groups - 1} (num_groups differs)"
                 )
-            pairs = [(int(r["seed"]), int(r["stratum"])) for r in rows]
-        else:
-            size = {
-                "train": self.config.num_train,
-                "eval": self.config.num_eval,
-                "test": self.config.num_test,
-            }
-            low, high = SPLIT_SEED_RANGES[split]
-            seeds = random.Random(f"{self.config.seed}:{split}").sample(range(low, high), size[split])
-            pairs = [(s, i % self.config.num_groups) for i, s in enumerate(seeds)]
-        specs = [self.make_spec(seed, stratum) for seed, stratum in pairs]
-        return self._deal_midgame_starts(specs) if split == "train" else specs
+            return [self._split_spec(split, int(r["seed"]), int(r["stratum"])) for r in rows]
+        size = {"train": self.config.num_train, "eval": self.config.num_eval, "test": self.config.num_test}[
+            split
+        ]
+        low, high = SPLIT_SEED_RANGES[split]
+        seeds = random.Random(f"{self.config.seed}:{split}").sample(range(low, high), size)
+        return [self._split_spec(split, s, i % self.config.num_groups) for i, s in enumerate(seeds)]
 
-    def _deal_midgame_starts(self, specs: list[dict]) -> list[dict]:
-        """Start a `midgame_starts` share of the specs (chosen by seed) mid-game, at positions dealt in order from
-        a seeded shuffle of every live position: each is used once before any repeats, so enough starts cover all."""
-        positions = live_positions()
-        deck = random.Random(f"{self.config.seed}:midgame").sample(range(len(positions)), len(positions))
-        dealt = 0
-        for spec in specs:
-            if splitmix64(spec["seed"] ^ 0x1B873593) / 2**64 < self.config.midgame_starts:
-                moves = list(positions[deck[dealt % len(deck)]])
-                spec.update(start_moves=moves, model_starts=len(moves) % 2 == 0)
-                dealt += 1
-        return specs
+    def _split_spec(self, split: str, seed: int, stratum: int) -> dict:
+        return self.train_spec(seed, stratum) if split == "train" else self.make_spec(seed, stratum)
 
     def get_dataset(self, split: str = "train"):
         """A `datasets.Dataset` of episode specs, built on first use."""

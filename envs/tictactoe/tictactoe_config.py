@@ -44,11 +44,10 @@ class TicTacToeConfig:
     """Split seed: decides every episode seed and opponent skill of the splits."""
 
     midgame_starts: float = 0.0
-    """Share of train-split episodes that start from a mid-game position instead of the empty board (which ones:
-    from each episode seed). The positions are dealt in order from a seeded shuffle of all 4,519 reachable live
-    positions, each once before any repeats, so 4,519 or more starts cover every one; the model plays the side to
-    move. Teacher games and GRPO then reach positions that good play from the empty board rarely does (an
-    opponent's blunder, a missed win). Eval and test episodes always start from the empty board."""
+    """Share of train-split episodes that start from a mid-game position instead of the empty board: one of the
+    4,519 reachable live positions, drawn uniformly from the episode seed; the model plays the side to move. Teacher games and
+    GRPO then reach positions that good play from the empty board rarely does (an opponent's blunder, a missed
+    win). Eval and test episodes always start from the empty board."""
 
     specs_dir: str | None = None
     """Folder of `<split>.jsonl` episode specs (as the pipeline's generate stage writes them). When set, each

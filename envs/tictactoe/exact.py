@@ -70,7 +70,7 @@ def expected_after(
     leaves: list[tuple[int, float, Episode]] = []
     frontier: list[tuple[int, float, Episode]] = []
     for root, (episode, reply) in enumerate(branches):
-        for q, child in _branches(env, 1.0, episode, reply):
+        for q, child in opponent_branches(env, 1.0, episode, reply):
             (leaves if child.done else frontier).append((root, q, child))
     return _sums(_expand(env, memoized(policy), frontier, leaves, max_batch_size), len(branches))
 
@@ -87,7 +87,7 @@ def _expand(
         replies = _ask(policy, [env.observation(ep) for _, _, ep in frontier], max_batch_size)
         children = []
         for (root, q, episode), reply in zip(frontier, replies, strict=True):
-            children += [(root, p, child) for p, child in _branches(env, q, episode, reply)]
+            children += [(root, p, child) for p, child in opponent_branches(env, q, episode, reply)]
         frontier = []
         for root, q, child in children:
             (leaves if child.done else frontier).append((root, q, child))
@@ -116,7 +116,9 @@ def exact_both_sides(
     return sides
 
 
-def _branches(env: TicTacToeEnv, q: float, episode: Episode, reply: Reply) -> list[tuple[float, Episode]]:
+def opponent_branches(
+    env: TicTacToeEnv, q: float, episode: Episode, reply: Reply
+) -> list[tuple[float, Episode]]:
     """The episode after the reply, once per possible opponent answer (at the episode's opponent skill), with
     its probability."""
     reply = Reply(reply.content)  # token ids are not needed to score

@@ -1,0 +1,61 @@
+"""Win regret against a random player: the limits, the performance-difference identity, invalid replies."""
+
+import pytest
+
+from envs import Reply, load_environment
+from envs.tictactoe.board import EMPTY_BOARD, best_moves, optimal_moves
+from envs.tictactoe.players import board_of
+from envs.tictactoe.regret import best_wins, move_wins, win_regret
+
+
+class FirstBest:
+    """Deterministic minimax: the lowest-numbered best move (keeps the value, ignores the chance to win more)."""
+
+    def __call__(self, conversations):
+        return [Reply(f"<move>{best_moves(board_of(c))[0]}</move>") for c in conversations]
+
+
+class WinMaximiser:
+    """The limit's own play: among value-keeping moves, the one that wins most against a random player."""
+
+    def __call__(self, conversations):
+        replies = []
+        for c in conversations:
+            board = board_of(c)
+            mark = "X" if board.count("X") == board.count("O") else "O"
+            replies.append(
+                Reply(f"<move>{max(optimal_moves(board), key=lambda m: move_wins(board, mark, m))}</move>")
+            )
+        return replies
+
+
+def test_the_limits_are_the_best_value_keeping_play_against_random():
+    env = load_environment("tictactoe")
+    result = win_regret(env, WinMaximiser())
+    assert result["X"]["limit"] == pytest.approx(0.9948, abs=1e-4) == best_wins(EMPTY_BOARD, "X")
+    assert result["O"]["limit"] == pytest.approx(0.9164, abs=1e-4)
+    for side in result.values():
+        assert side["wins"] == pytest.approx(side["limit"], abs=1e-12) and side["moves"] == []
+
+
+def test_wins_and_regrets_add_up_to_the_limit():
+    result = win_regret(load_environment("tictactoe"), FirstBest())
+    for side in result.values():
+        regret = sum(m["regret"] for m in side["moves"])
+        assert side["wins"] == pytest.approx(side["limit"] - regret, abs=1e-9)
+        assert all(m["regret"] > 0 and m["move"] not in m["best"] for m in side["moves"])
+    # Its tie-breaks keep the value but not the wins: as O they leave more than 5 points of the limit.
+    assert sum(m["regret"] for m in result["O"]["moves"]) > 0.05 and len(result["O"]["moves"]) > 10
+
+
+def test_an_invalid_reply_gives_up_the_wins_from_there():
+    class Centre:
+        def __call__(self, conversations):
+            return [Reply("<move>4</move>") for _ in conversations]
+
+    result = win_regret(load_environment("tictactoe"), Centre())
+    side = result["X"]  # 4, then 4 again after each of the 8 random replies: invalid, the walk stops there
+    invalid = [m for m in side["moves"] if m["move"] is None]
+    assert len(invalid) == 8 and side["wins"] == 0.0
+    assert all(m["reach"] == 1 / 8 and m["regret"] == best_wins(m["board"], "X") / 8 for m in invalid)
+    assert side["wins"] == pytest.approx(side["limit"] - sum(m["regret"] for m in side["moves"]), abs=1e-9)

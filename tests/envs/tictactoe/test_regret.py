@@ -3,30 +3,16 @@
 import pytest
 
 from envs import Reply, load_environment
-from envs.tictactoe.board import EMPTY_BOARD, best_moves, optimal_moves
-from envs.tictactoe.players import board_of
+from envs.tictactoe.board import EMPTY_BOARD, optimal_moves, to_move
+from envs.tictactoe.players import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.regret import best_wins, move_wins, win_regret
 
 
-class FirstBest:
-    """Deterministic minimax: the lowest-numbered best move (keeps the value, ignores the chance to win more)."""
-
-    def __call__(self, conversations):
-        return [Reply(f"<move>{best_moves(board_of(c))[0]}</move>") for c in conversations]
-
-
-class WinMaximiser:
+class WinMaximiser(RandomPlayer):
     """The limit's own play: among value-keeping moves, the one that wins most against a random player."""
 
-    def __call__(self, conversations):
-        replies = []
-        for c in conversations:
-            board = board_of(c)
-            mark = "X" if board.count("X") == board.count("O") else "O"
-            replies.append(
-                Reply(f"<move>{max(optimal_moves(board), key=lambda m: move_wins(board, mark, m))}</move>")
-            )
-        return replies
+    def choose(self, board: str) -> int:
+        return max(optimal_moves(board), key=lambda cell: move_wins(board, to_move(board), cell))
 
 
 def test_the_limits_are_the_best_value_keeping_play_against_random():
@@ -39,7 +25,8 @@ def test_the_limits_are_the_best_value_keeping_play_against_random():
 
 
 def test_wins_and_regrets_add_up_to_the_limit():
-    result = win_regret(load_environment("tictactoe"), FirstBest())
+    # Minimax with random tie-breaks, each position asked once (win_regret memoizes): a deterministic policy.
+    result = win_regret(load_environment("tictactoe"), MinimaxPlayer(0.0, seed=0))
     for side in result.values():
         regret = sum(m["regret"] for m in side["moves"])
         assert side["wins"] == pytest.approx(side["limit"] - regret, abs=1e-9)

@@ -41,10 +41,8 @@ def _pin_threads() -> dict:
     """Fix torch's thread counts for the whole run and report them."""
     threads = int(os.environ.get("WANDER_BENCH_THREADS", "1"))
     torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(
-            1
-        )  # generation never runs ops in parallel; only settable before first use
+    try:  # generation never runs ops in parallel; settable only before torch's first parallel work
+        torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}

@@ -98,7 +98,7 @@ def greedy_decode(
     # A padding position attends to itself, so no softmax row is empty (its output is never attended to).
     eye = torch.eye(width, dtype=torch.bool, device=device)
     mask = ((causal & real[:, None, :width]) | eye)[:, None]
-    run = _Forward(model, layers, cache, cos, sin, heads, head_dim)
+    run = _Forward(model, layers, cache, cos, sin, heads)
     logits = run(input_ids, positions, 0, mask)
 
     tokens = torch.full((batch, max_new_tokens), pad_token_id, dtype=torch.long, device=device)
@@ -126,14 +126,14 @@ def greedy_decode(
 class _Forward:
     """`LlamaForCausalLM.forward` over a preallocated cache: the same operations in the same order."""
 
-    def __init__(self, model, layers, cache, cos, sin, heads, head_dim) -> None:
+    def __init__(self, model, layers, cache, cos, sin, heads) -> None:
         self.embed = model.model.embed_tokens.weight
         self.final_norm = model.model.norm
         self.head = model.lm_head.weight
         self.layers = layers
         self.cache = cache
         self.cos, self.sin = cos, sin
-        self.heads, self.head_dim = heads, head_dim
+        self.heads = heads
         self.eps = model.config.rms_norm_eps
         self.scale = model.model.layers[0].self_attn.scaling
 

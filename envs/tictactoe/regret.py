@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import functools
 
-from envs.policies.base import Policy, Reply
-from envs.tictactoe.board import legal_moves, optimal_moves, play, winner
+from envs.policies.base import Policy
+from envs.tictactoe.board import is_over, legal_moves, optimal_moves, play, winner
 from envs.tictactoe.env import TicTacToeEnv
 from envs.tictactoe.exact import memoized, opponent_branches
 
@@ -37,7 +37,7 @@ def move_wins(board: str, mark: str, cell: int) -> float:
     total = 0.0
     for reply in replies:
         answered = play(after, reply, other)
-        if winner(answered) is None and legal_moves(answered):
+        if not is_over(answered):
             total += best_wins(answered, mark)
     return total / len(replies) if replies else 0.0
 
@@ -90,9 +90,7 @@ def _walk(env: TicTacToeEnv, policy: Policy, frontier: list, mark: str) -> tuple
             regret = best_wins(board, mark) - move_wins(board, mark, cell)
             if abs(regret) > 1e-12:
                 moves.append(_move(board, mark, cell, reach, regret))
-            children += [
-                (reach * p, child) for p, child in opponent_branches(env, 1.0, episode, Reply(reply.content))
-            ]
+            children += [(reach * p, child) for p, child in opponent_branches(env, 1.0, episode, reply)]
         frontier = []
         for reach, child in children:
             if child.done:

@@ -213,6 +213,14 @@ class Environment(PipelineHooks):
             "with play_on='sample' or 'greedy' (tic-tac-toe implements expected_outcomes)"
         )
 
+    def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
+        """Expected reward and rubric values of each episode after its reply, over every outcome of the env's own
+        randomness, with the env's own best play after it: only for envs that can solve themselves."""
+        raise NotImplementedError(
+            f"{self.name} has no solver to play on after a move: use decision rollouts with play_on='sample', "
+            "'greedy' or 'expected' (tic-tac-toe implements best_outcomes)"
+        )
+
     def __rshift__(self, trainer: Any) -> Any:
         """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: a ready TRL trainer on this env."""
         from envs.training.compose import compose  # lazy: playing episodes needs no trl

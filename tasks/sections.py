@@ -339,9 +339,10 @@ class GRPO(Section):
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
     evaluation keeps the env's -0.1."""
-    play_on: Literal["sample", "greedy", "expected"] = "expected"
+    play_on: Literal["sample", "greedy", "expected", "best"] = "expected"
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
-    move rewarded by its expected outcome over the env's randomness, model greedy (`RolloutConfig.play_on`)."""
+    move rewarded by its expected outcome over the env's randomness, model greedy ("expected") or with the env's
+    own best play after it ("best") (`RolloutConfig.play_on`)."""
     explore: float = Field(0.0, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""

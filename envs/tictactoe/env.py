@@ -326,6 +326,13 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
 
         return expected_after(self, policy, branches)
 
+    def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
+        """Each episode's expected reward and rubric values after its reply, over every answer of its opponent,
+        with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
+        from envs.tictactoe.exact import best_after  # lazy: exact imports this module
+
+        return best_after(self, branches)
+
     def expert(self, random_move_prob: float = 0.0, seed: int = 0) -> ExpertPlayer:
         """The scripted expert teacher for this env."""
         return ExpertPlayer(random_move_prob=random_move_prob, seed=seed)

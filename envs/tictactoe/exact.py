@@ -10,13 +10,27 @@ converge to, with no noise. Only for policies that answer a conversation the sam
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from envs.episode import Episode
 from envs.policies.base import Policy, Reply
-from envs.tictactoe.board import EMPTY_BOARD, opponent_distribution
+from envs.tictactoe.board import (
+    EMPTY_BOARD,
+    is_over,
+    opponent_distribution,
+    optimal_moves,
+    play,
+    to_move,
+    winner,
+)
 from envs.tictactoe.env import TicTacToeEnv
+from envs.tictactoe.players import rationale
+from envs.tictactoe.render import reply_text
+
+# episodes (the model to move in each) -> one reply each
+AskFn = Callable[[list[Episode]], list[Reply]]
 
 METRICS = ("win", "draw", "loss", "any_invalid", "invalid_moves", "move_optimality", "reward")
 
@@ -56,7 +70,7 @@ def exact_results(
             (0, q, env.start({**spec, "forced_replies": [cell]}))
             for cell, q in opponent_distribution(EMPTY_BOARD, random_move_prob).items()
         ]
-    leaves = _expand(env, memoized(policy), frontier, [], max_batch_size)
+    leaves = _expand(env, _asker(env, memoized(policy), max_batch_size), frontier, [])
     out = _sums(leaves, 1)[0]
     out["positions"] = float(len(leaves))
     return out
@@ -67,24 +81,83 @@ def expected_after(
 ) -> list[dict[str, float]]:
     """Expected metrics of each episode after its given reply, over every answer of its opponent, the policy
     greedy from then on: the value of that one move, with no luck of later samples in it."""
+    return _after(env, _asker(env, memoized(policy), max_batch_size), branches)
+
+
+def best_after(env: TicTacToeEnv, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
+    """Expected metrics of each episode after its given reply, over every answer of its opponent, with the best
+    value-keeping play against that opponent from then on (`best_move`): the move's value by itself, whatever the
+    model would play after it."""
+    think = env.config.reply_format == "think"
+
+    def ask(episodes: list[Episode]) -> list[Reply]:
+        replies = []
+        for ep in episodes:
+            board = ep.state["board"]
+            cell = best_move(board, ep.state["random_move_prob"])
+            replies.append(Reply(reply_text(cell, rationale(board, cell) if think else None)))
+        return replies
+
+    return _after(env, ask, branches)
+
+
+@functools.cache
+def best_move(board: str, random_move_prob: float, draw: float = 0.5) -> int:
+    """The value-keeping move with the highest expected outcome (win 1, draw `draw`, loss 0) against minimax at
+    this skill (ties: the lowest cell)."""
+    return max(
+        optimal_moves(board), key=lambda cell: (move_value(board, cell, random_move_prob, draw), -cell)
+    )
+
+
+def best_value(board: str, random_move_prob: float, draw: float = 0.5) -> float:
+    """Expected outcome for the player to move at `board` with `best_move` from here on."""
+    return move_value(board, best_move(board, random_move_prob, draw), random_move_prob, draw)
+
+
+@functools.cache
+def move_value(board: str, cell: int, random_move_prob: float, draw: float = 0.5) -> float:
+    """Expected outcome (win 1, draw `draw`, loss 0) for the player to move at `board` after it plays `cell`,
+    against minimax at this skill, with `best_move` after it."""
+    mark = to_move(board)
+    after = play(board, cell, mark)
+    if is_over(after):
+        return 1.0 if winner(after) else draw
+    total = 0.0
+    for reply, q in opponent_distribution(after, random_move_prob).items():
+        answered = play(after, reply, to_move(after))
+        if not is_over(answered):
+            total += q * best_value(answered, random_move_prob, draw)
+        elif not winner(answered):
+            total += q * draw
+    return total
+
+
+def _asker(env: TicTacToeEnv, policy: Policy, max_batch_size: int) -> AskFn:
+    """A policy asked about episodes through their observations, in batches."""
+    return lambda episodes: _ask(policy, [env.observation(ep) for ep in episodes], max_batch_size)
+
+
+def _after(
+    env: TicTacToeEnv, ask: AskFn, branches: Sequence[tuple[Episode, Reply]]
+) -> list[dict[str, float]]:
     leaves: list[tuple[int, float, Episode]] = []
     frontier: list[tuple[int, float, Episode]] = []
     for root, (episode, reply) in enumerate(branches):
         for q, child in opponent_branches(env, 1.0, episode, reply):
             (leaves if child.done else frontier).append((root, q, child))
-    return _sums(_expand(env, memoized(policy), frontier, leaves, max_batch_size), len(branches))
+    return _sums(_expand(env, ask, frontier, leaves), len(branches))
 
 
 def _expand(
     env: TicTacToeEnv,
-    policy: Policy,
+    ask: AskFn,
     frontier: list[tuple[int, float, Episode]],
     leaves: list[tuple[int, float, Episode]],
-    max_batch_size: int,
 ) -> list[tuple[int, float, Episode]]:
     """Every finished game below the frontier's positions (model to move), with its root and probability."""
     while frontier:
-        replies = _ask(policy, [env.observation(ep) for _, _, ep in frontier], max_batch_size)
+        replies = ask([ep for _, _, ep in frontier])
         children = []
         for (root, q, episode), reply in zip(frontier, replies, strict=True):
             children += [(root, p, child) for p, child in opponent_branches(env, q, episode, reply)]

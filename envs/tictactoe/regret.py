@@ -10,36 +10,24 @@ policy's shortfall from that limit is the sum, over the positions it reaches, of
 from __future__ import annotations
 
 import argparse
-import functools
 
 from envs.policies.base import Policy
-from envs.tictactoe.board import is_over, legal_moves, optimal_moves, play, winner
+from envs.tictactoe.board import legal_moves, optimal_moves
 from envs.tictactoe.env import TicTacToeEnv
-from envs.tictactoe.exact import memoized, opponent_branches
+from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches
 
 OPENING_REACH = 1 / 9  # the random opponent's first move, when the policy plays O
+RANDOM = 1.0  # the opponent's random-move probability
 
 
-@functools.cache
-def best_wins(board: str, mark: str) -> float:
-    """Wins against a random player from `board` with `mark` to move, by the best value-keeping play."""
-    return max(move_wins(board, mark, cell) for cell in optimal_moves(board))
+def best_wins(board: str) -> float:
+    """Wins against a random player from `board`, by the best value-keeping play (a draw counts 0)."""
+    return best_value(board, RANDOM, draw=0.0)
 
 
-@functools.cache
-def move_wins(board: str, mark: str, cell: int) -> float:
-    """Wins against a random player after `mark` plays `cell`, by the best value-keeping play after it."""
-    after = play(board, cell, mark)
-    if winner(after) == mark:
-        return 1.0
-    replies = legal_moves(after)
-    other = "O" if mark == "X" else "X"
-    total = 0.0
-    for reply in replies:
-        answered = play(after, reply, other)
-        if not is_over(answered):
-            total += best_wins(answered, mark)
-    return total / len(replies) if replies else 0.0
+def move_wins(board: str, cell: int) -> float:
+    """Wins against a random player after the player to move plays `cell`, by the best value-keeping play after."""
+    return move_value(board, cell, RANDOM, draw=0.0)
 
 
 def win_regret(env: TicTacToeEnv, policy: Policy) -> dict:
@@ -57,7 +45,7 @@ def win_regret(env: TicTacToeEnv, policy: Policy) -> dict:
             ],
         ),
     ):
-        limit = sum(reach * best_wins(ep.state["board"], mark) for reach, ep in starts)
+        limit = sum(reach * best_wins(ep.state["board"]) for reach, ep in starts)
         wins, moves = _walk(env, policy, starts, mark)
         merged: dict[tuple, dict] = {}  # a position reached by several move orders: one entry
         for m in moves:
@@ -85,9 +73,9 @@ def _walk(env: TicTacToeEnv, policy: Policy, frontier: list, mark: str) -> tuple
             answer = env.parser.parse_answer([{"role": "assistant", "content": reply.content}])
             cell = int(answer) if answer is not None and answer.strip().isdigit() else None
             if cell not in legal_moves(board):  # an invalid reply gives up every win from here
-                moves.append(_move(board, mark, None, reach, best_wins(board, mark)))
+                moves.append(_move(board, mark, None, reach, best_wins(board)))
                 continue
-            regret = best_wins(board, mark) - move_wins(board, mark, cell)
+            regret = best_wins(board) - move_wins(board, cell)
             if abs(regret) > 1e-12:
                 moves.append(_move(board, mark, cell, reach, regret))
             children += [(reach * p, child) for p, child in opponent_branches(env, 1.0, episode, reply)]
@@ -101,7 +89,7 @@ def _walk(env: TicTacToeEnv, policy: Policy, frontier: list, mark: str) -> tuple
 
 
 def _move(board: str, mark: str, cell: int | None, reach: float, value_lost: float) -> dict:
-    best = [c for c in optimal_moves(board) if move_wins(board, mark, c) > best_wins(board, mark) - 1e-12]
+    best = [c for c in optimal_moves(board) if move_wins(board, c) > best_wins(board) - 1e-12]
     return {
         "board": board,
         "mark": mark,

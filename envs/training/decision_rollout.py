@@ -11,7 +11,10 @@ value is the one evaluation measures, with no luck of later samples in it: measu
 group with spread (reward std ~0.45) mostly from moves after the branch. With `play_on="expected"` the luck of
 the environment goes too: the reward is the branch move's expected episode reward over every outcome of the env's
 own randomness (tic-tac-toe: every answer of its opponent), the model greedy after it (`env.expected_outcomes`),
-the same objective without the noise of one sampled game. Episode logic is the environment's own
+the same objective without the noise of one sampled game. With `play_on="best"` the play after the move is the
+env's own best (`env.best_outcomes`, tic-tac-toe's solver): measured, expected rewards under the model's own
+continuation hold a local optimum (a reply the model follows up well looks best even when another is worth more
+with good play), which valuing each move by itself removes. Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 """
 
@@ -164,6 +167,11 @@ class DecisionRollout:
                 f"play_on='expected' needs an env that enumerates its randomness (`expected_outcomes`); {env.name} "
                 "does not: use 'sample' or 'greedy'"
             )
+        if play_on == "best" and type(env).best_outcomes is Environment.best_outcomes:
+            raise ValueError(
+                f"play_on='best' needs an env that solves itself (`best_outcomes`); {env.name} does not: use "
+                "'sample', 'greedy' or 'expected'"
+            )
         self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
@@ -192,7 +200,11 @@ class DecisionRollout:
             raise NotImplementedError(
                 "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
             )
-        greedy = _greedy_policy(trainer, template_kwargs) if self.play_on != "sample" else None
+        greedy = _greedy_policy(trainer, template_kwargs) if self.play_on in ("greedy", "expected") else None
+        expect = {
+            "expected": functools.partial(self.env.expected_outcomes, policy=greedy),
+            "best": self.env.best_outcomes,
+        }
         samples = play_decisions(
             self.env,
             [spec_of(p) for p in prompts],
@@ -200,9 +212,7 @@ class DecisionRollout:
             turn,
             self.max_depth,
             play_on=_texts_of(greedy) if self.play_on == "greedy" else None,
-            expect=functools.partial(self.env.expected_outcomes, policy=greedy)
-            if self.play_on == "expected"
-            else None,
+            expect=expect.get(self.play_on),
             explore=untried_moves(self.env, tokenizer, self.explore) if self.explore else None,
         )
         episodes = [s["episode"] for s in samples]

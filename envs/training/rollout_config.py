@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 # What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
-PLAY_ON = ("sample", "greedy", "expected")
+PLAY_ON = ("sample", "greedy", "expected", "best")
 
 
 @dataclass
@@ -44,7 +44,10 @@ class RolloutConfig:
             trainer's sampling; `"greedy"`: the model plays on greedily; `"expected"`: no play-on, the reward is the
             move's expected episode reward over every outcome of the env's randomness with the model greedy after it
             (`env.expected_outcomes`; tic-tac-toe sums over its opponent's answers), the same objective as greedy
-            play-on without the luck of one sampled game.
+            play-on without the luck of one sampled game; `"best"`: the same sum with the env's own best play after
+            the move instead of the model's (`env.best_outcomes`; tic-tac-toe's solver keeps the minimax value and
+            picks the move with the highest expected outcome against the episode's opponent), so a move is valued by
+            itself, not by how well the current model follows it up.
         explore (`float`, *optional*, defaults to `0.0`):
             GRPO decision rollouts only: the share of each group's samples whose branch move is one the group's
             sampled moves did not try (from `env.candidate_replies`), so a confident model still measures its other

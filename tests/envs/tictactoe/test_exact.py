@@ -6,8 +6,16 @@ import random
 import pytest
 
 from envs import Reply, load_environment
-from envs.tictactoe.board import best_moves, legal_moves, opponent_distribution, opponent_move
-from envs.tictactoe.exact import exact_both_sides, exact_results, memoized
+from envs.tictactoe.board import (
+    EMPTY_BOARD,
+    best_moves,
+    legal_moves,
+    opponent_distribution,
+    opponent_move,
+    optimal_moves,
+    play,
+)
+from envs.tictactoe.exact import best_move, exact_both_sides, exact_results, memoized, move_value
 from envs.tictactoe.players import ExpertPlayer, board_of
 
 
@@ -80,6 +88,39 @@ def test_expected_outcome_of_a_move_is_the_exact_result_of_the_game_it_starts(po
     [corner] = env.expected_outcomes([(start, Reply("<move>0</move>"))], policy)
     assert corner["win"] + corner["draw"] + corner["loss"] == pytest.approx(1.0)
     assert corner["reward"] != pytest.approx(after["reward"]) or first.content == "<move>0</move>"
+
+
+def test_best_outcomes_value_a_move_with_the_solvers_play_after_it():
+    env = load_environment("tictactoe")
+    skill = 0.7
+    spec = {"seed": 0, "random_move_prob": skill, "stratum": 0, "model_starts": False, "forced_replies": [1]}
+    start = env.start(spec)  # X opened on an edge; O to move
+    board = start.state["board"]
+
+    def solver(conversations):  # the solver as a policy that reads the board from the prompt
+        return [Reply(f"<move>{best_move(board_of(c), skill)}</move>") for c in conversations]
+
+    invalid = Reply("<move>1</move>")  # X's cell
+    replies = [Reply(f"<move>{c}</move>") for c in legal_moves(board)] + [invalid]
+    best = env.best_outcomes([(start, r) for r in replies])
+    through_policy = env.expected_outcomes([(start, r) for r in replies], solver)
+    for b, e in zip(best, through_policy, strict=True):
+        assert b == pytest.approx(e)
+    # The env's own games (every opponent answer played through `advance`) agree with the solver's recursion.
+    values = {}
+    for cell, b in zip(legal_moves(board), best, strict=False):
+        assert b["win"] + 0.5 * b["draw"] == pytest.approx(move_value(board, cell, skill))
+        values[cell] = b["reward"]
+    assert best_move(board, skill) in optimal_moves(board)
+    assert values[best_move(board, skill)] == max(values[c] for c in optimal_moves(board))
+    assert (
+        best[-1]["invalid_moves"] == pytest.approx(1.0)
+        and best[-1]["reward"] < values[best_move(board, skill)]
+    )
+    # Against a random player the centre answers an edge opening best (a corner also keeps the draw).
+    assert best_move(play(EMPTY_BOARD, 1, "X"), 1.0) == 4
+    # Against perfect minimax every value-keeping first move draws.
+    assert {move_value(EMPTY_BOARD, c, 0.0) for c in optimal_moves(EMPTY_BOARD)} == {0.5}
 
 
 def test_perfect_play_never_loses_and_beats_random_at_the_known_rates():

@@ -3,7 +3,7 @@
 import pytest
 
 from envs import Reply, load_environment
-from envs.tictactoe.board import EMPTY_BOARD, optimal_moves, to_move
+from envs.tictactoe.board import EMPTY_BOARD, optimal_moves
 from envs.tictactoe.players import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.regret import best_wins, move_wins, win_regret
 
@@ -12,13 +12,13 @@ class WinMaximiser(RandomPlayer):
     """The limit's own play: among value-keeping moves, the one that wins most against a random player."""
 
     def choose(self, board: str) -> int:
-        return max(optimal_moves(board), key=lambda cell: move_wins(board, to_move(board), cell))
+        return max(optimal_moves(board), key=lambda cell: move_wins(board, cell))
 
 
 def test_the_limits_are_the_best_value_keeping_play_against_random():
     env = load_environment("tictactoe")
     result = win_regret(env, WinMaximiser())
-    assert result["X"]["limit"] == pytest.approx(0.9948, abs=1e-4) == best_wins(EMPTY_BOARD, "X")
+    assert result["X"]["limit"] == pytest.approx(0.9948, abs=1e-4) == best_wins(EMPTY_BOARD)
     assert result["O"]["limit"] == pytest.approx(0.9164, abs=1e-4)
     for side in result.values():
         assert side["wins"] == pytest.approx(side["limit"], abs=1e-12) and side["moves"] == []
@@ -44,5 +44,5 @@ def test_an_invalid_reply_gives_up_the_wins_from_there():
     side = result["X"]  # 4, then 4 again after each of the 8 random replies: invalid, the walk stops there
     invalid = [m for m in side["moves"] if m["move"] is None]
     assert len(invalid) == 8 and side["wins"] == 0.0
-    assert all(m["reach"] == 1 / 8 and m["regret"] == best_wins(m["board"], "X") / 8 for m in invalid)
+    assert all(m["reach"] == 1 / 8 and m["regret"] == best_wins(m["board"]) / 8 for m in invalid)
     assert side["wins"] == pytest.approx(side["limit"] - sum(m["regret"] for m in side["moves"]), abs=1e-9)

@@ -142,11 +142,11 @@ def test_explored_moves_are_the_moves_played(tiny_model):
         assert not set(moves[2:]) & set(moves[:2]) or len(set(moves)) == len(set(moves[:2]))
 
 
-def test_expected_play_on_needs_an_env_that_enumerates_its_randomness():
-    env = load_environment("reverse_text")
-    with pytest.raises(ValueError, match="expected_outcomes"):
-        DecisionRollout(env, play_on="expected")
-    assert DecisionRollout(load_environment("tictactoe"), play_on="expected").play_on == "expected"
+@pytest.mark.parametrize(("play_on", "needs"), [("expected", "expected_outcomes"), ("best", "best_outcomes")])
+def test_expected_and_best_play_on_need_an_env_that_implements_them(play_on, needs):
+    with pytest.raises(ValueError, match=needs):
+        DecisionRollout(load_environment("reverse_text"), play_on=play_on)
+    assert DecisionRollout(load_environment("tictactoe"), play_on=play_on).play_on == play_on
 
 
 def decision_trainer(sft_model, tmp_path, explore: float = 0.5):

@@ -3,7 +3,7 @@
 import pytest
 
 from envs import Reply, load_environment
-from envs.tictactoe.board import EMPTY_BOARD, optimal_moves
+from envs.tictactoe.board import EMPTY_BOARD, legal_moves, optimal_moves, play, to_move, winner
 from envs.tictactoe.players import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.regret import best_wins, move_wins, win_regret
 
@@ -46,3 +46,23 @@ def test_an_invalid_reply_gives_up_the_wins_from_there():
     assert len(invalid) == 8 and side["wins"] == 0.0
     assert all(m["reach"] == 1 / 8 and m["regret"] == best_wins(m["board"]) / 8 for m in invalid)
     assert side["wins"] == pytest.approx(side["limit"] - sum(m["regret"] for m in side["moves"]), abs=1e-9)
+
+
+def test_a_missed_win_in_one_is_flagged():
+    class Blocker(WinMaximiser):
+        """The limit's play, except that it blocks the opponent's line when it could complete its own."""
+
+        def choose(self, board: str) -> int:
+            me = to_move(board)
+            them = "O" if me == "X" else "X"
+            wins = [c for c in legal_moves(board) if winner(play(board, c, me)) == me]
+            blocks = [c for c in legal_moves(board) if winner(play(board, c, them)) == them and c not in wins]
+            return blocks[0] if wins and blocks else super().choose(board)
+
+    result = win_regret(load_environment("tictactoe"), Blocker())
+    moves = [m for side in result.values() for m in side["moves"]]
+    assert moves and all(m["missed_win"] and m["move"] not in m["best"] for m in moves)
+    assert all(
+        not m["missed_win"]
+        for m in win_regret(load_environment("tictactoe"), MinimaxPlayer(0.0))["O"]["moves"]
+    )

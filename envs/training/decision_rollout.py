@@ -12,9 +12,9 @@ group with spread (reward std ~0.45) mostly from moves after the branch. With `p
 the environment goes too: the reward is the branch move's expected episode reward over every outcome of the env's
 own randomness (tic-tac-toe: every answer of its opponent), the model greedy after it (`env.expected_outcomes`),
 the same objective without the noise of one sampled game. With `play_on="best"` the play after the move is the
-env's own best (`env.best_outcomes`, tic-tac-toe's solver): measured, expected rewards under the model's own
-continuation hold a local optimum (a reply the model follows up well looks best even when another is worth more
-with good play), which valuing each move by itself removes. Episode logic is the environment's own
+env's own best (`env.best_outcomes`, tic-tac-toe's solver), so a move is valued by itself, not by how well the
+current model follows it up (measured on tic-tac-toe: the same plateau as "expected", at two thirds of the cost
+per step; docs/training-report.md). Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 """
 

@@ -264,7 +264,7 @@ class Curate(Section):
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
-    num_train_epochs: float = Field(6.0, gt=0.0)
+    num_train_epochs: float = Field(10.0, gt=0.0)
     """Passes over the curated games."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""

@@ -289,9 +289,7 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
             for status in statuses:
                 yield user_message(status, board, r)
             for cell in moves:
-                yield reply_text(
-                    cell, rationale(board, cell) if self.config.reply_format == "think" else None
-                )
+                yield self.reply_for(board, cell)
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player."""
@@ -311,11 +309,14 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
         faults = sum(values[f"{o}/{m}"] for o in CURVE_OPPONENTS for m in ("loss", "any_invalid"))
         return values["random/win"] - 2.0 * faults
 
+    def reply_for(self, board: str, cell: int) -> str:
+        """The reply that plays `cell` at `board`, in the env's reply format (with its rationale under "think")."""
+        return reply_text(cell, rationale(board, cell) if self.config.reply_format == "think" else None)
+
     def candidate_replies(self, episode: Episode) -> list[str]:
         """A reply for each legal move of the current position, in the env's reply format."""
         board = episode.state["board"]
-        think = self.config.reply_format == "think"
-        return [reply_text(c, rationale(board, c) if think else None) for c in legal_moves(board)]
+        return [self.reply_for(board, c) for c in legal_moves(board)]
 
     def expected_outcomes(
         self, branches: Sequence[tuple[Episode, Reply]], policy: Policy

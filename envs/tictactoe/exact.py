@@ -26,8 +26,6 @@ from envs.tictactoe.board import (
     winner,
 )
 from envs.tictactoe.env import TicTacToeEnv
-from envs.tictactoe.players import rationale
-from envs.tictactoe.render import reply_text
 
 # episodes (the model to move in each) -> one reply each
 AskFn = Callable[[list[Episode]], list[Reply]]
@@ -88,15 +86,14 @@ def best_after(env: TicTacToeEnv, branches: Sequence[tuple[Episode, Reply]]) -> 
     """Expected metrics of each episode after its given reply, over every answer of its opponent, with the best
     value-keeping play against that opponent from then on (`best_move`): the move's value by itself, whatever the
     model would play after it."""
-    think = env.config.reply_format == "think"
 
     def ask(episodes: list[Episode]) -> list[Reply]:
-        replies = []
-        for ep in episodes:
-            board = ep.state["board"]
-            cell = best_move(board, ep.state["random_move_prob"])
-            replies.append(Reply(reply_text(cell, rationale(board, cell) if think else None)))
-        return replies
+        return [
+            Reply(
+                env.reply_for(ep.state["board"], best_move(ep.state["board"], ep.state["random_move_prob"]))
+            )
+            for ep in episodes
+        ]
 
     return _after(env, ask, branches)
 

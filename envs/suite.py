@@ -90,6 +90,11 @@ class PipelineHooks:
     exact_note = ""
     """How the exact results are computed, for the report."""
 
+    def worst_case(self, policy: Policy) -> dict[str, dict] | None:
+        """Per side, a deterministic policy's outcome against an opponent that knows its every move (the best
+        response) and the line to it, when the env can compute it."""
+        return None
+
     def render_episode(self, episode: Episode) -> str:
         """An episode as plain text for a report: every message, role first."""
         return "\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in episode.messages).replace(

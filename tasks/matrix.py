@@ -53,6 +53,8 @@ class MatrixResult:
     seconds: dict[str, float] = field(default_factory=dict)
     # policy -> opponent -> exact expected rates, both sides pooled (greedy local models only)
     exact: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # policy -> side -> the outcome against an opponent that knows the policy, and its line (greedy local models)
+    worst: dict[str, dict[str, dict]] = field(default_factory=dict)
     # (stage, points) of the GRPO learning curves found in the rows' model folders, in row order
     curves: list[tuple[str, list[dict]]] = field(default_factory=list)
 
@@ -274,6 +276,25 @@ def exact_lines(result: MatrixResult) -> list[str]:
     return md + [""]
 
 
+def worst_lines(result: MatrixResult) -> list[str]:
+    """Markdown: each greedy model row's outcome against an opponent that knows it, with the line."""
+    if not result.worst:
+        return []
+    md = [
+        "## Worst case (an opponent that knows the model)",
+        "",
+        "The best response to each greedy model, computed exactly over its whole strategy: the outcome it is held to"
+        " on each side, and the line.",
+        "",
+        "| policy | side | worst outcome | line |",
+        "|---|---|---|---|",
+    ]
+    for name, sides in result.worst.items():
+        for side, w in sides.items():
+            md.append(f"| {name} | {side} | {w['outcome']} | {', '.join(w['line'])} |")
+    return md + [""]
+
+
 def run_matrix(
     config: EvaluateConfig,
     built: Mapping[str, Policy] | None = None,
@@ -366,6 +387,9 @@ def _play_policy_row(
         exact = exact_row(local, policy, result.opponents)
         if exact is not None:
             result.exact[name] = exact
+        worst = local.worst_case(policy)
+        if worst is not None:
+            result.worst[name] = worst
     del policy  # a local model's memory goes before the next row loads
     result.episodes[name] = episodes
     metrics = ("reward", *local.rubric.names)

@@ -20,7 +20,7 @@ from envs import Episode  # noqa: E402
 from envs.policies.loading import SCRIPTED  # noqa: E402
 from tasks.atomic import write_atomic  # noqa: E402
 from tasks.compare import compare, conclusion  # noqa: E402
-from tasks.matrix import MatrixResult, exact_lines, pooled, summary  # noqa: E402
+from tasks.matrix import MatrixResult, exact_lines, pooled, summary, worst_lines  # noqa: E402
 
 OUTPUTS = {
     "metrics": "metrics.json",
@@ -64,7 +64,13 @@ def matrix_dict(result: MatrixResult, seed: int) -> dict:
             opponents[opponent] = {**sides, "both": summary(cells)}
         policies[name] = {"overall": summary(rows), "opponents": opponents}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
-    return {"games_per_cell": result.games, "seed": seed, "policies": clean, "exact": result.exact}
+    return {
+        "games_per_cell": result.games,
+        "seed": seed,
+        "policies": clean,
+        "exact": result.exact,
+        "worst_case": result.worst,
+    }
 
 
 def plot_labels(result: MatrixResult) -> tuple[str, dict[str, str]]:
@@ -348,7 +354,7 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 md.append(f"| {c['opponent']} {c['side']} | {a} | {b} | {c['verdict']} |")
             md.append("")
 
-    md += exact_lines(result)
+    md += exact_lines(result) + worst_lines(result)
     if result.curves:
         md += ["## Learning curve", "", f"![learning curve]({OUTPUTS['curve']})", ""]
     md += ["## Sample games", ""]

@@ -70,6 +70,12 @@ class TicTacToePipeline(PipelineHooks):
         policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
         return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
 
+    def worst_case(self, policy: Policy) -> dict[str, dict]:
+        """The best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
+        from envs.tictactoe.exploit import best_response  # lazy: exploit imports the env
+
+        return best_response(self, policy)
+
     def render_episode(self, episode: Episode) -> str:
         """A game as a row of boards (what the policy saw each turn, then the end) and the policy's replies."""
         boards, replies = [], []

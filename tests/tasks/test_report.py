@@ -138,6 +138,12 @@ def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
     assert len(leaves(metrics)) == 5 + 3 + 5
     assert run(Params(evaluate=config), built()) == metrics  # the stage returns what it wrote
     assert "old" in json.loads(paths["matrix"].read_text())["policies"]
+    # ... and the worst case: an opponent that knows "play the first free cell" beats it on both sides, by a line
+    # of real moves the report prints.
+    worst = json.loads(paths["matrix"].read_text())["worst_case"]
+    assert set(worst) == {"new"} and {w["outcome"] for w in worst["new"].values()} == {"loss"}
+    line = ", ".join(worst["new"]["X"]["line"])
+    assert line.startswith("X 0, O ") and f"| new | X | loss | {line} |" in paths["report"].read_text()
 
 
 def test_csv_has_one_row_per_policy_opponent_side(paths, result):

@@ -147,7 +147,10 @@ def test_move_only_replies_round_trip_through_parser_and_rubric():
     assert any("<think>" in text for text in think.corpus()) and not any("<think>" in t for t in env.corpus())
     assert env.reply_for("X........", 4) == "<move>4</move>"
     reasoned = think.reply_for("X........", 4)
-    assert "<think>" in reasoned and think.parser.parse_answer([{"role": "assistant", "content": reasoned}]) == "4"
+    assert (
+        "<think>" in reasoned
+        and think.parser.parse_answer([{"role": "assistant", "content": reasoned}]) == "4"
+    )
 
 
 def test_invalid_penalty_is_applied_per_invalid_move():

@@ -108,8 +108,10 @@ def summary(root: Path, run_id: str | None = None) -> str:
 
     params = yaml.safe_load((root / "params.yaml").read_text())
     eval_dir = root / params["evaluate"]["out_dir"]
-    metrics = json.loads((eval_dir / "matrix.json").read_text())["policies"]
+    matrix = json.loads((eval_dir / "matrix.json").read_text())
+    metrics = matrix["policies"]
     candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
+    exact, worst = matrix.get("exact", {}).get(candidate, {}), matrix.get("worst_case", {}).get(candidate)
     register_file = root / params["layout"]["metrics"] / "register.json"
     registered = json.loads(register_file.read_text()) if register_file.exists() else {}
     if all(
@@ -121,13 +123,23 @@ def summary(root: Path, run_id: str | None = None) -> str:
             for row in (candidate, teacher):
                 m = metrics[row]["opponents"][opponent]["both"]
                 cells.append(f"{m['win']:.2f} / {m['draw']:.2f} / {m['loss']:.2f}")
-            lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}")
+            e = exact.get(opponent)  # a greedy model's exact expectation: the numbers without sampling noise
+            note = f"   {candidate} exact {e['win']:.3f} / {e['draw']:.3f} / {e['loss']:.3f}" if e else ""
+            lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}{note}")
     else:  # any other suite: its headline metric per split, as metrics.json holds it for these two rows
         headline = json.loads((eval_dir / "metrics.json").read_text())
         lines = [f"\n{candidate} vs {teacher}: headline metric (mean per episode)"]
         for row in (candidate, teacher):
             for metric, values in headline.get(row, {}).items():
                 lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
+    if worst:
+        lines.append(
+            "against an opponent that knows its every move: "
+            + "; ".join(
+                f"as {side} {w['outcome']}" + (f" ({', '.join(w['line'])})" if w["outcome"] == "loss" else "")
+                for side, w in worst.items()
+            )
+        )
     if registered:
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")

@@ -58,6 +58,12 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     ):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
     assert "grpo-polish vs teacher" in out and "registered version 1: now champion" in out
+    # The summary also gives the champion's exact results and its worst case, as the evaluate stage wrote them.
+    matrix = json.loads((root / "data/eval/matrix.json").read_text())
+    e = matrix["exact"]["grpo-polish"]["minimax-0"]
+    assert f"grpo-polish exact {e['win']:.3f} / {e['draw']:.3f} / {e['loss']:.3f}" in out
+    worst = matrix["worst_case"]["grpo-polish"]
+    assert f"knows its every move: as X {worst['X']['outcome']}" in out
 
     mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")

@@ -309,6 +309,12 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
         faults = sum(values[f"{o}/{m}"] for o in CURVE_OPPONENTS for m in ("loss", "any_invalid"))
         return values["random/win"] - 2.0 * faults
 
+    def move_of(self, reply: str, board: str) -> int | None:
+        """The cell `reply` plays at `board`, read as `env_response` reads it; None for no move, an off-board or a
+        taken cell."""
+        cell = CELLS.get(self.parser.parse_answer([{"role": "assistant", "content": reply}]))
+        return cell if cell is not None and board[cell] == "." else None
+
     def reply_for(self, board: str, cell: int) -> str:
         """The reply that plays `cell` at `board`, in the env's reply format (with its rationale under "think")."""
         return reply_text(cell, rationale(board, cell) if self.config.reply_format == "think" else None)

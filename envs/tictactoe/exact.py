@@ -186,6 +186,16 @@ def exact_both_sides(
     return sides
 
 
+def side_starts(env: TicTacToeEnv) -> dict[str, list[Episode]]:
+    """The policy's first turn as X (the empty board) and as O (after each of X's nine openings), against an
+    opponent at skill 1.0, so that every later answer of the opponent is in reach."""
+    spec = {"seed": 0, "random_move_prob": 1.0, "stratum": 0}
+    return {
+        "X": [env.start({**spec, "model_starts": True})],
+        "O": [env.start({**spec, "model_starts": False, "forced_replies": [c]}) for c in range(9)],
+    }
+
+
 def opponent_branches(
     env: TicTacToeEnv, q: float, episode: Episode, reply: Reply
 ) -> list[tuple[float, Episode]]:

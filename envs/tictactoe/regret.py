@@ -14,9 +14,8 @@ import argparse
 from envs.policies.base import Policy
 from envs.tictactoe.board import legal_moves, optimal_moves, play, winner
 from envs.tictactoe.env import TicTacToeEnv
-from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches
+from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches, side_starts
 
-OPENING_REACH = 1 / 9  # the random opponent's first move, when the policy plays O
 RANDOM = 1.0  # the opponent's random-move probability
 
 
@@ -33,18 +32,9 @@ def move_wins(board: str, cell: int) -> float:
 def win_regret(env: TicTacToeEnv, policy: Policy) -> dict:
     """Per side: the policy's exact wins against a random player, the limit, and every move with a regret."""
     policy = memoized(policy)
-    spec = {"seed": 0, "random_move_prob": 1.0, "stratum": 0}
     out = {}
-    for mark, starts in (
-        ("X", [(1.0, env.start({**spec, "model_starts": True}))]),
-        (
-            "O",
-            [
-                (OPENING_REACH, env.start({**spec, "model_starts": False, "forced_replies": [c]}))
-                for c in range(9)
-            ],
-        ),
-    ):
+    for mark, episodes in side_starts(env).items():
+        starts = [(1.0 / len(episodes), ep) for ep in episodes]  # as O, each of the nine openings alike
         limit = sum(reach * best_wins(ep.state["board"]) for reach, ep in starts)
         wins, moves = _walk(env, policy, starts, mark)
         merged: dict[tuple, dict] = {}  # a position reached by several move orders: one entry
@@ -70,9 +60,8 @@ def _walk(env: TicTacToeEnv, policy: Policy, frontier: list, mark: str) -> tuple
         children = []
         for (reach, episode), reply in zip(frontier, replies, strict=True):
             board = episode.state["board"]
-            answer = env.parser.parse_answer([{"role": "assistant", "content": reply.content}])
-            cell = int(answer) if answer is not None and answer.strip().isdigit() else None
-            if cell not in legal_moves(board):  # an invalid reply gives up every win from here
+            cell = env.move_of(reply.content, board)
+            if cell is None:  # an invalid reply gives up every win from here
                 moves.append(_move(board, mark, None, reach, best_wins(board)))
                 continue
             regret = best_wins(board) - move_wins(board, cell)

@@ -48,6 +48,18 @@ def test_an_invalid_reply_gives_up_the_wins_from_there():
     assert side["wins"] == pytest.approx(side["limit"] - sum(m["regret"] for m in side["moves"]), abs=1e-9)
 
 
+@pytest.mark.parametrize("answer", ["04", "²"])
+def test_a_cell_the_env_does_not_read_is_an_invalid_move(answer):
+    class Odd:
+        def __call__(self, conversations):
+            return [Reply(f"<move>{answer}</move>") for _ in conversations]
+
+    # The env reads only the digits 0-8 as cells: "04" is no move, "²" neither (and no crash).
+    side = win_regret(load_environment("tictactoe"), Odd())["X"]
+    assert side["wins"] == 0.0 and [m["move"] for m in side["moves"]] == [None]
+    assert side["moves"][0]["regret"] == pytest.approx(side["limit"])
+
+
 def test_a_missed_win_in_one_is_flagged():
     class Blocker(WinMaximiser):
         """The limit's play, except that it blocks the opponent's line when it could complete its own."""

@@ -168,7 +168,7 @@ def _expand(
 def _sums(leaves: list[tuple[int, float, Episode]], roots: int) -> list[dict[str, float]]:
     out = [dict.fromkeys(METRICS, 0.0) for _ in range(roots)]
     for root, q, episode in leaves:
-        for m in {*METRICS, *episode.values}:
+        for m in dict.fromkeys([*METRICS, *episode.values]):  # a set would order keys by the hash seed
             out[root][m] = out[root].get(m, 0.0) + q * _value(episode, m)
     return out
 

@@ -1,7 +1,10 @@
 """Exact evaluation, the move-only reply format and the per-move invalid and value-loss penalties."""
 
 import json
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -213,3 +216,24 @@ def test_each_distinct_position_is_asked_once_across_sides_and_opponents():
     assert {p: exact_both_sides(env, shared, p) for p in (1.0, 0.5, 0.0)} == first  # all from the cache
     assert len(policy.asked) == asked
     assert first[1.0] == exact_both_sides(env, FirstFree(), 1.0)  # a fresh cache: the same numbers
+
+
+def test_exact_results_serialise_the_same_under_any_hash_seed():
+    # matrix.json holds these dicts: a key order that followed str hashing would change its bytes (and its DVC hash)
+    # from one run to the next.
+    script = (
+        "import json; from envs import load_environment; from envs.tictactoe.exact import exact_both_sides; "
+        "from tests.envs.tictactoe.test_exact import FirstFree; "
+        "print(json.dumps(exact_both_sides(load_environment('tictactoe'), FirstFree(), 1.0)))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1 and "any_invalid" in outputs.pop()

@@ -95,6 +95,11 @@ class PipelineHooks:
         response) and the line to it, when the env can compute it."""
         return None
 
+    def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
+        """Other games that teach the same moves as this one (tic-tac-toe: its images under the board's
+        symmetries), for curate's `augment`; none by default."""
+        return []
+
     def render_episode(self, episode: Episode) -> str:
         """An episode as plain text for a report: every message, role first."""
         return "\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in episode.messages).replace(

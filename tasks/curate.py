@@ -1,10 +1,12 @@
-"""The curate stage: the teacher's games filtered, deduplicated and balanced into the SFT dataset, validated.
+"""The curate stage: the teacher's games filtered, deduplicated, balanced and augmented into the SFT dataset,
+validated.
 
 python -m tasks.curate [--params params.yaml] [--profile smoke]
 
 Output: `<output_dir>/train.jsonl` and `eval.jsonl` (one game per line: `messages` plus seed, stratum, the
-spec columns the env keeps (tic-tac-toe: random_move_prob, model_starts), outcome, n_tokens) and `validation.json`, replaced as one folder only after the
-Great Expectations suite passed; a failure leaves the previous SFT data untouched.
+spec columns the env keeps (tic-tac-toe: random_move_prob, model_starts), outcome, n_tokens, `copy`: 0 for the
+game as played, k for its k-th equivalent game with `augment`) and `validation.json`, replaced as one folder only
+after the Great Expectations suite passed; a failure leaves the previous SFT data untouched.
 """
 
 from __future__ import annotations
@@ -51,23 +53,28 @@ def run(params: Params) -> dict:
     check_replays(kept, episodes, env, path)
     checks = env.spec_checks()
     rows = [sft_row(r, checks.kept) for r in kept]
-    max_length = config.max_length or context_length(model_dir)
-    for row, n in zip(rows, count_tokens([r["messages"] for r in rows], model_dir), strict=True):
-        row["n_tokens"] = n
     train, held_out = split_eval(rows, config.eval_fraction, config.seed)
-    frame = check_frame(train + held_out, {r["seed"] for r in held_out})
+    games = len(train)
+    if config.augment:
+        train = with_copies(train, env, unique=config.dedupe)
+    max_length = config.max_length or context_length(model_dir)
+    written = train + held_out
+    for row, n in zip(written, count_tokens([r["messages"] for r in written], model_dir), strict=True):
+        row["n_tokens"] = n
+    frame = check_frame(written, {r["seed"] for r in held_out})
     report = validate(frame, sft_expectations(config, len(frame), checks, max_length), "sft data")
     with atomic_dir(output_dir) as tmp:
         write_jsonl(tmp / "train.jsonl", train)
         if held_out:
             write_jsonl(tmp / "eval.jsonl", held_out)
         write_json(tmp / "validation.json", report)
-    tokens = [r["n_tokens"] for r in rows]
+    tokens = [r["n_tokens"] for r in written]
     metrics = {
         "input": len(episodes),
         "kept": len(rows),
-        "train": len(train),
+        "train": games,
         "eval": len(held_out),
+        "copies": len(train) - games,  # the env's equivalent games added to train (`augment`)
         "dropped": dropped,
         "per_stratum": {str(k): v for k, v in sorted(Counter(r["stratum"] for r in rows).items())},
         "outcomes": dict(Counter(r["outcome"] for r in rows)),
@@ -86,6 +93,7 @@ def run(params: Params) -> dict:
         "games": len(episodes),
         "kept": len(rows),
         "keep_rate": round(len(rows) / len(episodes), 4) if episodes else 0.0,
+        "copies": metrics["copies"],
         "mean_tokens": metrics["tokens"]["mean"],
         "seconds": metrics["seconds"],
     }
@@ -93,10 +101,11 @@ def run(params: Params) -> dict:
     log_artifact(Path(output_dir) / "validation.json", "validation")
     log_dict(train[:3], "samples/sft_rows.json")
     logger.info(
-        "kept %d of %d games (train %d, eval %d); dropped %s",
+        "kept %d of %d games (train %d and %d copies, eval %d); dropped %s",
         len(rows),
         len(episodes),
-        len(train),
+        games,
+        len(train) - games,
         len(held_out),
         dropped,
     )
@@ -204,6 +213,22 @@ def game_key(messages: list[dict]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def with_copies(rows: list[dict], env: Environment, unique: bool) -> list[dict]:
+    """Each row followed by its equivalent games (`env.equivalent_games`), numbered by `copy` from 1, with the
+    row's seed and spec columns; with `unique`, a copy equal to a game already in is left out."""
+    seen = {game_key(r["messages"]) for r in rows}
+    out = []
+    for row in rows:
+        out.append(row)
+        for k, messages in enumerate(env.equivalent_games(row["messages"]), 1):
+            key = game_key(messages)
+            if unique and key in seen:
+                continue
+            seen.add(key)
+            out.append({**row, "messages": messages, "copy": k})
+    return out
+
+
 def sft_row(record: dict, kept: tuple[str, ...] = ()) -> dict:
     """One SFT row: the game's messages plus what the checks and the trainer's sampler read (`kept`: the env's
     spec columns besides seed and stratum)."""
@@ -216,6 +241,7 @@ def sft_row(record: dict, kept: tuple[str, ...] = ()) -> dict:
         "outcome": record["state"].get("outcome"),
         "invalid_moves": record["state"].get("invalid", 0),
         "format": record["values"].get("format"),
+        "copy": 0,  # the game as played; `with_copies` numbers its equivalent games from 1
     }
 
 
@@ -254,13 +280,13 @@ def check_frame(rows: list[dict], held_out: set) -> pd.DataFrame:
 
 
 def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: int) -> list:
-    """Schema, unique seeds and games, allowed outcomes, clean games, the env's spec ranges, balanced strata,
-    lengths within context. `config` has the env's defaults in (`with_env_defaults`)."""
+    """Schema, unique seeds (per copy) and games, allowed outcomes, clean games, the env's spec ranges, balanced
+    strata, lengths within context. `config` has the env's defaults in (`with_env_defaults`)."""
     g = gxe()
     groups = checks.strata
     mean = rows / groups
     columns = [
-        "seed", "stratum", *checks.kept, "outcome", "invalid_moves", "format",
+        "seed", "stratum", *checks.kept, "outcome", "invalid_moves", "format", "copy",
         "n_tokens", "roles", "game_key", "split", "stratum_count",
     ]  # fmt: skip
     outcome = (
@@ -272,7 +298,9 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
         g.ExpectTableRowCountToBeBetween(min_value=1, description="some games survived curation"),
         g.ExpectTableColumnsToMatchSet(column_set=columns, exact_match=True),
         g.ExpectColumnValuesToNotBeNull(column="seed"),
-        g.ExpectColumnValuesToBeUnique(column="seed"),
+        g.ExpectCompoundColumnsToBeUnique(
+            column_list=["seed", "copy"], description="each game and copy once"
+        ),
         *outcome,
         g.ExpectColumnValuesToBeBetween(column="invalid_moves", min_value=0, max_value=0),
         g.ExpectColumnValuesToBeBetween(column="format", min_value=config.min_format, max_value=1.0),

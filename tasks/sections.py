@@ -251,6 +251,9 @@ class Curate(Section):
     """Downsample every difficulty stratum to the smallest (seeded)."""
     max_per_stratum: int | None = Field(None, ge=1)
     """Cap on games per stratum after balancing; null = no cap."""
+    augment: bool = False
+    """Add each train game's equivalent copies (the env's `equivalent_games`; tic-tac-toe: its distinct images
+    under the board's 8 rotations and reflections). Held-out games stay as played."""
     max_imbalance: float = Field(0.5, ge=0.0)
     """Validation: every stratum holds (1 +- x) times the mean games per stratum."""
     max_length: int | None = Field(None, ge=1)

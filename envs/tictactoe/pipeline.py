@@ -12,6 +12,7 @@ from envs.policies.base import Policy
 from envs.suite import PipelineHooks, SpecChecks
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
 from envs.tictactoe.render import parse_board
+from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL, teacher_app
 
 DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
@@ -75,6 +76,10 @@ class TicTacToePipeline(PipelineHooks):
         from envs.tictactoe.exploit import best_response  # lazy: exploit imports the env
 
         return best_response(self, policy)
+
+    def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
+        """The game's distinct images under the board's rotations and reflections (envs/tictactoe/symmetry.py)."""
+        return symmetric_games(messages, self.config.rendering)
 
     def render_episode(self, episode: Episode) -> str:
         """A game as a row of boards (what the policy saw each turn, then the end) and the policy's replies."""

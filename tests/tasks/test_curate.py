@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from envs.tictactoe.board import optimal_moves
+from envs.tictactoe.render import parse_board
+from envs.tictactoe.symmetry import SYMMETRIES, transform_game
 from tasks import curate
 from tasks.atomic import read_jsonl, write_jsonl
 from tasks.validation import DataValidationError, InputError
@@ -28,34 +31,52 @@ def sft_rows(params: dict, split: str = "train") -> list[dict]:
 
 
 def test_sft_data_is_clean_balanced_and_counted(params: dict, stage_config) -> None:
-    metrics = curate.run(stage_config("curate", params, balance=True, max_imbalance=0.1))
+    metrics = curate.run(stage_config("curate", params, balance=True, max_imbalance=0.1, augment=True))
     train, held_out = sft_rows(params), sft_rows(params, "eval")
     rows = train + held_out
     assert metrics["input"] == metrics["kept"] + sum(metrics["dropped"].values())
     assert metrics["dropped"]["outcome"] > 0  # the teacher loses some games; none of them is kept
+    played = [r for r in rows if r["copy"] == 0]
     assert (
-        len(rows) == metrics["kept"]
-        and len(train) == metrics["train"]
+        len(played) == metrics["kept"]
+        and len(train) == metrics["train"] + metrics["copies"]
         and len(held_out) == metrics["eval"] > 0
     )
     assert {r["outcome"] for r in rows} <= {"win", "draw"}
     assert all(r["invalid_moves"] == 0 and r["format"] == 1.0 for r in rows)
-    seeds = [r["seed"] for r in rows]
+    seeds = [r["seed"] for r in played]
     assert len(seeds) == len(set(seeds))
-    per_stratum = [sum(r["stratum"] == g for r in rows) for g in range(4)]
+    per_stratum = [sum(r["stratum"] == g for r in played) for g in range(4)]
     assert len(set(per_stratum)) == 1 and per_stratum[0] > 0  # balanced to the smallest stratum
     for r in rows:
         roles = [m["role"] for m in r["messages"]]
         assert roles[0] in ("system", "user") and roles[-1] == "assistant"
         assert all(set(m) == {"role", "content"} for m in r["messages"])
         assert 0 < r["n_tokens"] <= metrics["max_length"]
+    # augment: the board's images of each train game follow it; held-out games stay as played.
+    assert all(r["copy"] == 0 for r in held_out) and metrics["copies"] > 2 * metrics["train"]
+    by_game = {(r["seed"], r["copy"]): r for r in train}
+    assert len(by_game) == len(train)
+    for (seed, k), row in by_game.items():
+        if k:
+            game = by_game[seed, 0]
+            assert {key: v for key, v in row.items() if key not in ("messages", "copy", "n_tokens")} == {
+                key: v for key, v in game.items() if key not in ("messages", "copy", "n_tokens")
+            }
+            assert row["messages"] != game["messages"]
+            assert row["messages"] in [transform_game(game["messages"], s, "board") for s in SYMMETRIES[1:]]
+        for i, m in enumerate(row["messages"]):  # every move of every copy keeps the minimax value
+            if m["role"] == "assistant":
+                board = parse_board(row["messages"][i - 1]["content"])
+                assert int(m["content"][len("<move>")]) in optimal_moves(board)
     report = json.loads((Path(params["layout"]["sft"]) / "validation.json").read_text())
     assert report["success"] and report["rows"] == len(rows)
     # DVC's metrics file: a flat headline; the details file (a plain out) holds drops, strata and outcomes.
     metrics_dir = Path(params["layout"]["metrics"])
     headline = json.loads((metrics_dir / "curate.json").read_text())
-    assert headline["games"] == metrics["input"] and headline["kept"] == len(rows)
-    assert headline["keep_rate"] == round(len(rows) / metrics["input"], 4)
+    assert headline["games"] == metrics["input"] and headline["kept"] == len(played)
+    assert headline["keep_rate"] == round(len(played) / metrics["input"], 4)
+    assert headline["copies"] == metrics["copies"] == len(train) - metrics["train"]
     assert all(isinstance(v, (int, float)) for v in headline.values()) and len(headline) <= 6
     assert json.loads((Path(params["layout"]["details"]) / "curate.json").read_text()) == metrics
 
@@ -85,8 +106,13 @@ def test_every_filter_drops_and_counts_its_games(params: dict, stage_config) -> 
             e["seed"] = e["spec"]["seed"] = 10**9 + i  # another seed, the very same conversation
         extra.append(e)
     write_jsonl(path, episodes + extra)
-    metrics = curate.run(stage_config("curate", params, balance=False, max_imbalance=1.0, dedupe=True))
+    metrics = curate.run(
+        stage_config("curate", params, balance=False, max_imbalance=1.0, dedupe=True, augment=True)
+    )
     dropped = metrics["dropped"]
+    written = sft_rows(params) + sft_rows(params, "eval")
+    keys = [curate.game_key(r["messages"]) for r in written]  # with dedupe, no copy repeats a game either
+    assert len(keys) == len(set(keys)) and metrics["copies"] > 0
     assert dropped["errored"] == 1 and dropped["invalid_moves"] == 1 and dropped["format"] == 1
     assert (
         dropped["duplicates"] >= 2

@@ -102,6 +102,14 @@ def pipeline(
     return results
 
 
+def _held_to(worst: dict[str, dict]) -> str:
+    """Each side's worst outcome, with the line when it is a loss."""
+    return "; ".join(
+        f"as {side} {w['outcome']}" + (f" ({', '.join(w['line'])})" if w["outcome"] == "loss" else "")
+        for side, w in worst.items()
+    )
+
+
 def summary(root: Path, run_id: str | None = None) -> str:
     """What a person wants after a run: the candidate against the teacher per opponent, and where to look."""
     import yaml
@@ -133,13 +141,12 @@ def summary(root: Path, run_id: str | None = None) -> str:
             for metric, values in headline.get(row, {}).items():
                 lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
     if worst:
-        lines.append(
-            "against an opponent that knows its every move: "
-            + "; ".join(
-                f"as {side} {w['outcome']}" + (f" ({', '.join(w['line'])})" if w["outcome"] == "loss" else "")
-                for side, w in worst.items()
+        lines.append("against an opponent that knows its every move: " + _held_to(worst))
+        if all("sound" in w for w in worst.values()):
+            sound = {side: w["sound"] for side, w in worst.items()}
+            lines.append(
+                "  and one that also never gives up the game's value (a strong player): " + _held_to(sound)
             )
-        )
     if registered:
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")

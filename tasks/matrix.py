@@ -284,14 +284,19 @@ def worst_lines(result: MatrixResult) -> list[str]:
         "## Worst case (an opponent that knows the model)",
         "",
         "The best response to each greedy model, computed exactly over its whole strategy: the outcome it is held to"
-        " on each side, and the line.",
+        " on each side, and the line; then the same against a sound opponent, one that never gives up the game's"
+        " value itself (any strong player): a model held to a draw there loses only after its opponent blundered.",
         "",
-        "| policy | side | worst outcome | line |",
-        "|---|---|---|---|",
+        "| policy | side | worst outcome | line | sound opponent | line |",
+        "|---|---|---|---|---|---|",
     ]
     for name, sides in result.worst.items():
         for side, w in sides.items():
-            md.append(f"| {name} | {side} | {w['outcome']} | {', '.join(w['line'])} |")
+            sound = w.get("sound") or {"outcome": "", "line": []}
+            md.append(
+                f"| {name} | {side} | {w['outcome']} | {', '.join(w['line'])} | {sound['outcome']} "
+                f"| {', '.join(sound['line'])} |"
+            )
     return md + [""]
 
 

@@ -64,6 +64,7 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     assert f"grpo-polish exact {e['win']:.3f} / {e['draw']:.3f} / {e['loss']:.3f}" in out
     worst = matrix["worst_case"]["grpo-polish"]
     assert f"knows its every move: as X {worst['X']['outcome']}" in out
+    assert f"(a strong player): as X {worst['X']['sound']['outcome']}" in out
 
     mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")

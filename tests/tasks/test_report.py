@@ -143,7 +143,9 @@ def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
     worst = json.loads(paths["matrix"].read_text())["worst_case"]
     assert set(worst) == {"new"} and {w["outcome"] for w in worst["new"].values()} == {"loss"}
     line = ", ".join(worst["new"]["X"]["line"])
-    assert line.startswith("X 0, O ") and f"| new | X | loss | {line} |" in paths["report"].read_text()
+    sound = worst["new"]["X"]["sound"]  # a strong player beats it too: its first free cell gives up the value
+    row = f"| new | X | loss | {line} | {sound['outcome']} | {', '.join(sound['line'])} |"
+    assert line.startswith("X 0, O ") and sound["outcome"] == "loss" and row in paths["report"].read_text()
 
 
 def test_csv_has_one_row_per_policy_opponent_side(paths, result):

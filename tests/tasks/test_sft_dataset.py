@@ -1,0 +1,46 @@
+"""The sft stage tokenizes each distinct conversation once: the trainer gets the dataset TRL makes of every row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.sft import cpu_args, distinct_rows, repeat_rows
+
+
+def _turn(board: str, move: int) -> list[dict]:
+    return [
+        {"role": "user", "content": f"{board}\nX"},
+        {"role": "assistant", "content": f"<move>{move}</move>"},
+    ]
+
+
+def test_distinct_rows_keep_first_seen_order_and_every_position() -> None:
+    a, b, c = _turn("012/345/678", 4), _turn("X12/345/678", 4), _turn("012/345/678", 0)
+    distinct, index = distinct_rows([a, b, a, c, b, a])
+    assert distinct == [a, b, c]
+    assert index == [0, 1, 0, 2, 1, 0]
+    assert [distinct[i] for i in index] == [a, b, a, c, b, a]
+
+
+def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path, base_model: Path) -> None:
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    long_prompt = _turn("012/345/678 " * 20, 4)  # its prompt alone fills max_length: TRL drops the row
+    rows = [_turn("012/345/678", 4), _turn("X12/345/678", 4), long_prompt, _turn("012/345/678", 4)]
+    rows += [_turn("OX2/345/678", 6), long_prompt, _turn("X12/345/678", 4)]
+
+    def prepared(dataset: Dataset) -> Dataset:
+        args = cpu_args(
+            SFTConfig, output_dir=str(tmp_path / "out"), assistant_only_loss=True, max_length=40
+        )
+        return SFTTrainer(model=str(base_model), args=args, train_dataset=dataset).train_dataset
+
+    full = prepared(Dataset.from_list([{"messages": c} for c in rows]))
+    distinct, index = distinct_rows(rows)
+    once = repeat_rows(
+        prepared(Dataset.from_list([{"messages": c, "row": i} for i, c in enumerate(distinct)])), index
+    )
+    assert len(full) == len(rows) - 2  # the two long rows
+    assert once.column_names == full.column_names
+    assert once[:] == full[:]

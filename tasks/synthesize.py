@@ -27,7 +27,7 @@ import pandas as pd
 from envs import Environment, Policy, load_environment
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
-from envs.policies.openai_server import serve_in_thread
+from envs.policies.openai_server import serve_in_process
 from envs.policies.vllm_server import VLLMServer
 from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.episodes import episode_env
@@ -88,7 +88,7 @@ def teacher_endpoint(config: Synthesize, env: Environment) -> Iterator[str]:
             yield server.base_url
         return
     skill = teacher_skill(config, env)
-    with serve_in_thread(env.teacher_app(skill, teacher_model(config, env))) as url:
+    with serve_in_process(env.teacher_app(skill, teacher_model(config, env))) as url:
         logger.info("embedded %s teacher (skill %.2f) serving at %s", env.name, skill, url)
         yield url
 

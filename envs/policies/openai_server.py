@@ -8,6 +8,7 @@ over the content of every message for `prompt_tokens` and over every choice for 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import re
 import socket
 import threading
@@ -257,25 +258,14 @@ def serve_in_thread(
     **uvicorn_options: Any,
 ) -> Iterator[str]:
     """Run `app` with uvicorn in a background thread; yield its base URL (+ `api_path`); stop it on exit."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # Binding here, not in uvicorn, tells us the port that port=0 picked before the server starts.
-    sock.bind((host, port))
-    port = sock.getsockname()[1]
-    netloc = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-    # No log config of uvicorn's own: its loggers follow the process's logging setup, where a stage keeps the
-    # per-request access lines off unless asked for (tasks/logs.py).
-    config = uvicorn.Config(
-        app, log_config=None, log_level=None, timeout_graceful_shutdown=2, **uvicorn_options
-    )
-    server = uvicorn.Server(config)
+    sock, netloc = _bound_socket(host, port)
+    server = _server(app, uvicorn_options)
     thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{port}"
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{netloc}"
     )
     thread.start()
     try:
-        _wait_until_answering(f"http://{netloc}{probe_path}", thread, startup_timeout)
+        _wait_until_answering(f"http://{netloc}{probe_path}", thread.is_alive, startup_timeout)
         yield f"http://{netloc}{api_path}"
     finally:
         server.should_exit = True
@@ -283,11 +273,66 @@ def serve_in_thread(
         sock.close()
 
 
-def _wait_until_answering(url: str, thread: threading.Thread, timeout: float) -> None:
+@contextlib.contextmanager
+def serve_in_process(
+    app: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    startup_timeout: float = 10.0,
+    api_path: str = "/v1",
+    probe_path: str = "/v1/models",
+    **uvicorn_options: Any,
+) -> Iterator[str]:
+    """`serve_in_thread` in a forked child process: a busy client and the server each get a core instead of
+    sharing one interpreter lock. Where fork is not available, a thread serves."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        with serve_in_thread(
+            app, host, port, startup_timeout, api_path, probe_path, **uvicorn_options
+        ) as url:
+            yield url
+        return
+    sock, netloc = _bound_socket(host, port)
+    server = _server(app, uvicorn_options)
+    child = multiprocessing.get_context("fork").Process(
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{netloc}"
+    )
+    child.start()
+    try:
+        _wait_until_answering(f"http://{netloc}{probe_path}", child.is_alive, startup_timeout)
+        yield f"http://{netloc}{api_path}"
+    finally:
+        child.terminate()  # SIGTERM: uvicorn finishes the requests in flight and exits
+        child.join(timeout=startup_timeout)
+        if child.is_alive():
+            child.kill()
+            child.join()
+        sock.close()
+
+
+def _bound_socket(host: str, port: int) -> tuple[socket.socket, str]:
+    """A listening-ready socket on host:port and its netloc; binding here tells the port that port=0 picked."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    port = sock.getsockname()[1]
+    return sock, f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+
+
+def _server(app: Any, uvicorn_options: dict[str, Any]) -> uvicorn.Server:
+    # No log config of uvicorn's own: its loggers follow the process's logging setup, where a stage keeps the
+    # per-request access lines off unless asked for (tasks/logs.py).
+    config = uvicorn.Config(
+        app, log_config=None, log_level=None, timeout_graceful_shutdown=2, **uvicorn_options
+    )
+    return uvicorn.Server(config)
+
+
+def _wait_until_answering(url: str, alive: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        if not thread.is_alive():
-            raise RuntimeError(f"the server thread died before answering at {url}")
+        if not alive():
+            raise RuntimeError(f"the server died before answering at {url}")
         try:
             httpx.get(url, timeout=1.0)  # any HTTP answer, even an error status, means it is up
             return

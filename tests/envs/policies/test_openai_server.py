@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ import pytest
 from envs.policies.base import Conversation, Reply
 from envs.policies.openai_policy import OpenAIPolicy
 from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import count_tokens, create_app, serve_in_thread
+from envs.policies.openai_server import count_tokens, create_app, serve_in_process, serve_in_thread
 
 MODEL = "scripted-teacher"
 
@@ -200,6 +201,27 @@ def test_serve_in_thread_stops_on_exit() -> None:
         assert httpx.get(f"{url}/models").status_code == 200
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/models", timeout=1.0)
+
+
+class PidPolicy:
+    """Answers with the id of the process that runs it."""
+
+    def __init__(self, seed: int) -> None:
+        pass
+
+    def __call__(self, conversations: list[Conversation]) -> list[Reply]:
+        return [Reply(str(os.getpid())) for _ in conversations]
+
+
+def test_serve_in_process_answers_from_another_process_and_stops_on_exit() -> None:
+    with serve_in_process(create_app(PidPolicy, MODEL)) as url:
+        with openai.OpenAI(base_url=url, api_key="EMPTY", max_retries=0, timeout=10) as client:
+            pid = int(ask(client).choices[0].message.content)
+        assert pid != os.getpid()
+        assert os.path.exists(f"/proc/{pid}")
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/models", timeout=1.0)
+    assert not os.path.exists(f"/proc/{pid}")  # stopped and reaped, not left running
 
 
 def test_count_tokens_rule() -> None:

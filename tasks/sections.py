@@ -251,7 +251,7 @@ class Curate(Section):
     """Downsample every difficulty stratum to the smallest (seeded)."""
     max_per_stratum: int | None = Field(None, ge=1)
     """Cap on games per stratum after balancing; null = no cap."""
-    augment: bool = False
+    augment: bool = True
     """Add each train game's equivalent copies (the env's `equivalent_games`; tic-tac-toe: its distinct images
     under the board's 8 rotations and reflections). Held-out games stay as played."""
     max_imbalance: float = Field(0.5, ge=0.0)
@@ -267,7 +267,7 @@ class Curate(Section):
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
-    num_train_epochs: float = Field(10.0, gt=0.0)
+    num_train_epochs: float = Field(2.0, gt=0.0)
     """Passes over the curated games."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
@@ -295,7 +295,7 @@ def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the next updates train; then a slow
     # polish against the weaker half (measured in docs/training-report.md).
     stages = {
-        "wide": ("sft", [0.0, 1.0], 120, {}),
+        "wide": ("sft", [0.0, 1.0], 40, {}),
         "strong": ("grpo-wide", [0.0, 0.5], 60, {}),
         "polish": ("grpo-strong", [0.5, 1.0], 80, {}),
     }

@@ -31,9 +31,7 @@ def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path
     rows += [_turn("OX2/345/678", 6), long_prompt, _turn("X12/345/678", 4)]
 
     def prepared(dataset: Dataset) -> Dataset:
-        args = cpu_args(
-            SFTConfig, output_dir=str(tmp_path / "out"), assistant_only_loss=True, max_length=40
-        )
+        args = cpu_args(SFTConfig, output_dir=str(tmp_path / "out"), assistant_only_loss=True, max_length=40)
         return SFTTrainer(model=str(base_model), args=args, train_dataset=dataset).train_dataset
 
     full = prepared(Dataset.from_list([{"messages": c} for c in rows]))

@@ -247,85 +247,89 @@ def _completion(model_name: str, conversation: Conversation, replies: list[Reply
     }
 
 
-@contextlib.contextmanager
+# How a server was started: whether it still runs, and how to stop it (waiting up to a timeout).
+Started = tuple[Callable[[], bool], Callable[[float], None]]
+
+
 def serve_in_thread(
-    app: Any,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    startup_timeout: float = 10.0,
-    api_path: str = "/v1",
-    probe_path: str = "/v1/models",
-    **uvicorn_options: Any,
-) -> Iterator[str]:
-    """Run `app` with uvicorn in a background thread; yield its base URL (+ `api_path`); stop it on exit."""
-    sock, netloc = _bound_socket(host, port)
-    server = _server(app, uvicorn_options)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{netloc}"
-    )
-    thread.start()
-    try:
-        _wait_until_answering(f"http://{netloc}{probe_path}", thread.is_alive, startup_timeout)
-        yield f"http://{netloc}{api_path}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=startup_timeout)
-        sock.close()
+    app: Any, host: str = "127.0.0.1", port: int = 0, **options: Any
+) -> contextlib.AbstractContextManager[str]:
+    """Run `app` with uvicorn in a background thread; yield its base URL; stop it on exit.
+
+    Options: `startup_timeout` (10 s), `api_path` appended to the URL ("/v1"), `probe_path` that answers once the
+    server is up ("/v1/models"); the rest go to uvicorn.
+    """
+    return _serving(app, _in_thread, host, port, **options)
 
 
-@contextlib.contextmanager
 def serve_in_process(
-    app: Any,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    startup_timeout: float = 10.0,
-    api_path: str = "/v1",
-    probe_path: str = "/v1/models",
-    **uvicorn_options: Any,
-) -> Iterator[str]:
+    app: Any, host: str = "127.0.0.1", port: int = 0, **options: Any
+) -> contextlib.AbstractContextManager[str]:
     """`serve_in_thread` in a forked child process: a busy client and the server each get a core instead of
     sharing one interpreter lock. Where fork is not available, a thread serves."""
-    if "fork" not in multiprocessing.get_all_start_methods():
-        with serve_in_thread(
-            app, host, port, startup_timeout, api_path, probe_path, **uvicorn_options
-        ) as url:
-            yield url
-        return
-    sock, netloc = _bound_socket(host, port)
-    server = _server(app, uvicorn_options)
-    child = multiprocessing.get_context("fork").Process(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"uvicorn-{netloc}"
-    )
-    child.start()
-    try:
-        _wait_until_answering(f"http://{netloc}{probe_path}", child.is_alive, startup_timeout)
-        yield f"http://{netloc}{api_path}"
-    finally:
-        child.terminate()  # SIGTERM: uvicorn finishes the requests in flight and exits
-        child.join(timeout=startup_timeout)
-        if child.is_alive():
-            child.kill()
-            child.join()
-        sock.close()
+    forked = "fork" in multiprocessing.get_all_start_methods()
+    return _serving(app, _in_child if forked else _in_thread, host, port, **options)
 
 
-def _bound_socket(host: str, port: int) -> tuple[socket.socket, str]:
-    """A listening-ready socket on host:port and its netloc; binding here tells the port that port=0 picked."""
+@contextlib.contextmanager
+def _serving(
+    app: Any,
+    start: Callable[[uvicorn.Server, socket.socket, str], Started],
+    host: str,
+    port: int,
+    startup_timeout: float = 10.0,
+    api_path: str = "/v1",
+    probe_path: str = "/v1/models",
+    **uvicorn_options: Any,
+) -> Iterator[str]:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Binding here, not in uvicorn, tells us the port that port=0 picked before the server starts.
     sock.bind((host, port))
     port = sock.getsockname()[1]
-    return sock, f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-
-
-def _server(app: Any, uvicorn_options: dict[str, Any]) -> uvicorn.Server:
+    netloc = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
     # No log config of uvicorn's own: its loggers follow the process's logging setup, where a stage keeps the
     # per-request access lines off unless asked for (tasks/logs.py).
     config = uvicorn.Config(
         app, log_config=None, log_level=None, timeout_graceful_shutdown=2, **uvicorn_options
     )
-    return uvicorn.Server(config)
+    alive, stop = start(uvicorn.Server(config), sock, f"uvicorn-{port}")
+    try:
+        _wait_until_answering(f"http://{netloc}{probe_path}", alive, startup_timeout)
+        yield f"http://{netloc}{api_path}"
+    finally:
+        stop(startup_timeout)
+        sock.close()
+
+
+def _in_thread(server: uvicorn.Server, sock: socket.socket, name: str) -> Started:
+    """Start `server` on a daemon thread; its liveness check and its stop."""
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=name)
+    thread.start()
+
+    def stop(timeout: float) -> None:
+        server.should_exit = True
+        thread.join(timeout=timeout)
+
+    return thread.is_alive, stop
+
+
+def _in_child(server: uvicorn.Server, sock: socket.socket, name: str) -> Started:
+    """Start `server` in a forked child process; its liveness check and its stop."""
+    child = multiprocessing.get_context("fork").Process(
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=name
+    )
+    child.start()
+
+    def stop(timeout: float) -> None:
+        child.terminate()  # SIGTERM: uvicorn finishes the requests in flight and exits
+        child.join(timeout=timeout)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+    return child.is_alive, stop
 
 
 def _wait_until_answering(url: str, alive: Callable[[], bool], timeout: float) -> None:

@@ -63,11 +63,13 @@ run: install
 ui: install
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
 
+# ruff, then the layer contracts of .importlinter: one direction of imports, no cycles.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
-# The suite serves a checkpoint through vLLM (tests/envs/training/test_vllm.py): its venv comes first.
+# The suite serves a checkpoint through vLLM (tests/wander/training/test_vllm.py): its venv comes first.
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2

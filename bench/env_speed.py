@@ -6,9 +6,9 @@ import gc
 import statistics
 import time
 
-from envs import XMLParser, load_environment
 from envs.tictactoe.board import STATES, legal_moves
 from envs.tictactoe.players import rationale
+from wander import XMLParser, load_environment
 
 # The agent's replies, made before timing so only the environment is measured.
 ACTIONS = {

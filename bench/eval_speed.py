@@ -6,11 +6,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from envs import load_environment
-from envs.policies.scratch_model import build_scratch_model
-from envs.policies.scratch_model_config import ScratchModelConfig
-from tasks.matrix import run_matrix
-from tasks.sections import EvaluateConfig
+from wander import load_environment
+from wander.eval.config import EvaluateConfig
+from wander.eval.matrix import run_matrix
+from wander.policies.scratch_model import build_scratch_model
+from wander.policies.scratch_model_config import ScratchModelConfig
 
 
 def matrix_speed(spec: str, games_per_cell: int) -> dict:

@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from envs import load_environment
-from envs.policies.scratch_model import build_scratch_model
-from envs.policies.transformers_policy import TransformersPolicy
+from wander import load_environment
+from wander.policies.scratch_model import build_scratch_model
+from wander.policies.transformers_policy import TransformersPolicy
 
 GAMES = 64
 SEQUENTIAL_GAMES = 16  # one game at a time is slow: time the first 16 of the same 64 games

@@ -145,7 +145,7 @@ def run() -> dict:
     """Start `wander env serve tictactoe --workers 2` on a free port, measure 1 and 64 clients, stop it."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "flows.cli", "env", "serve", "tictactoe", "--port", str(port)]
+    cmd = [sys.executable, "-m", "wander.cli", "env", "serve", "tictactoe", "--port", str(port)]
     if WORKERS > 1:
         cmd += ["--workers", str(WORKERS)]
     server = subprocess.Popen(

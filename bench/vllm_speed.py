@@ -14,9 +14,9 @@ import time
 import httpx
 import torch
 
-from envs import load_environment
-from envs.policies.scratch_model import build_scratch_model
-from envs.policies.vllm_server import VLLMServer
+from wander import load_environment
+from wander.policies.scratch_model import build_scratch_model
+from wander.policies.vllm_server import VLLMServer
 
 BATCH = 64
 NEW_TOKENS = 32

@@ -88,7 +88,7 @@ def pipeline(
     experiment: str | None = None,
 ) -> list[dict]:
     """Run the DVC stages in order under one parent MLflow run; a failed stage fails the flow."""
-    from tasks.tracking import pipeline_run
+    from tasks.plumbing.tracking import pipeline_run
 
     names = stages or dvc_stages(Path(root))
     results = []

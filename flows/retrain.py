@@ -26,7 +26,7 @@ def fetch_champion(root: str, model_name: str, alias: str, dest: str) -> str:
     """Copy the champion's checkpoint out of the MLflow registry into `dest`."""
     import mlflow
 
-    from tasks.tracking import setup
+    from tasks.plumbing.tracking import setup
 
     setup(root)
     local = Path(mlflow.artifacts.download_artifacts(f"models:/{model_name}@{alias}"))
@@ -69,7 +69,7 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics.
 
     `model_name` null: params.yaml's `register.model_name`, itself null for `wander-<env.name>`."""
-    from tasks.tracking import pipeline_run
+    from tasks.plumbing.tracking import pipeline_run
 
     seed = seed if seed is not None else datetime.date.today().toordinal()
     params = yaml.safe_load((Path(root) / "params.yaml").read_text())

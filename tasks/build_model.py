@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from envs import load_environment
-from envs.policies import scratch_model
-from tasks.atomic import atomic_dir, write_json
-from tasks.sections import Params
-from tasks.tracking import set_tags, write_metrics
+from tasks.plumbing.sections import Params
+from tasks.plumbing.tracking import set_tags, write_metrics
+from wander import load_environment
+from wander.core.atomic_io import atomic_dir, write_json
+from wander.policies import scratch_model
 
 logger = logging.getLogger(__name__)
 ORIGIN_FILE = "wander_model.json"  # where the model came from, read by lineage tags downstream
@@ -75,6 +75,6 @@ def _context(model_config: object, tokenizer: object) -> int:
 
 
 if __name__ == "__main__":
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("build_model", run))

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from envs import Environment, load_environment
-from envs.policies.scratch_model import load_tokenizer
-from envs.replay import replay_problems
-from envs.suite import SpecChecks
-from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
 from tasks.build_model import context_length
-from tasks.sections import Curate, Params
-from tasks.tracking import log_artifact, log_dict, write_stage_metrics
-from tasks.validation import InputError, gxe, validate
+from tasks.plumbing.sections import Curate, Params
+from tasks.plumbing.tracking import log_artifact, log_dict, write_stage_metrics
+from tasks.plumbing.validation import InputError, gxe, validate
+from wander import Environment, load_environment
+from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
+from wander.core.replay import replay_problems
+from wander.core.suite import SpecChecks
+from wander.policies.scratch_model import load_tokenizer
 
 logger = logging.getLogger(__name__)
 SHOWN_GAMES = 10  # games a replay failure lists
@@ -339,6 +339,6 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
 
 
 if __name__ == "__main__":
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("curate", run))

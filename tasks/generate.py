@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from envs import load_environment
-from envs.suite import SpecChecks
-from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
-from tasks.sections import Params
-from tasks.tracking import log_artifact, write_stage_metrics
-from tasks.validation import gxe, validate
+from tasks.plumbing.sections import Params
+from tasks.plumbing.tracking import log_artifact, write_stage_metrics
+from tasks.plumbing.validation import gxe, validate
+from wander import load_environment
+from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
+from wander.core.suite import SpecChecks
 
 logger = logging.getLogger(__name__)
 SPLITS = ("train", "eval", "test")
@@ -137,6 +137,6 @@ def spec_expectations(checks: SpecChecks, rows: int, expected_rows: int | None =
 
 
 if __name__ == "__main__":
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("generate", run))

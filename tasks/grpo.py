@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-from tasks.atomic import atomic_dir, write_json
-from tasks.curves import CURVE_FILE, curve_points
-from tasks.episodes import episode_env
-from tasks.fingerprint import fingerprint
-from tasks.sections import Params
+from tasks.plumbing.episodes import episode_env
+from tasks.plumbing.fingerprint import fingerprint
+from tasks.plumbing.sections import Params
+from tasks.plumbing.tracking import set_tags, write_metrics
 from tasks.sft import trainer_args
-from tasks.tracking import set_tags, write_metrics
+from wander.core.atomic_io import atomic_dir, write_json
+from wander.eval.curves import CURVE_FILE, curve_points
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +27,10 @@ def run(params: Params, stage: str) -> dict:
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from envs import load_environment
-    from envs.training import RolloutConfig, train_resumable, trainer_spec
-    from envs.training.curriculum import Curriculum
-    from envs.training.learning_curve import LearningCurveCallback
+    from wander import load_environment
+    from wander.training import RolloutConfig, train_resumable, trainer_spec
+    from wander.training.curriculum import Curriculum
+    from wander.training.learning_curve import LearningCurveCallback
 
     config, layout = params.grpo, params.layout
     if stage not in config.stages:
@@ -92,7 +92,7 @@ def run(params: Params, stage: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """`--stage NAME` picks the curriculum stage; the other options are every stage's."""
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--stage" not in argv or argv.index("--stage") + 1 >= len(argv):

@@ -13,16 +13,19 @@ The first version skips gate 3 (there is no champion yet), never gates 1 and 2.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 from pathlib import Path
 
 import yaml
 
-from tasks.compare import WORSE, compare, conclusion, is_better
-from tasks.matrix import pooled, run_matrix
-from tasks.sections import Env, EvaluateConfig, Params, Register
-from tasks.tracking import write_metrics
+from tasks.plumbing.episodes import episode_env
+from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
+from tasks.plumbing.tracking import write_metrics
+from wander import load_environment
+from wander.eval.compare import WORSE, compare, conclusion, is_better
+from wander.eval.matrix import pooled, run_matrix
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
@@ -58,7 +61,7 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
 
 
 def champion_rows(
-    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: Env | dict | None = None
+    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: Env | None = None
 ) -> list[dict] | None:
     """The current champion replayed on the candidate's frozen suite, or None without a champion."""
     import mlflow
@@ -85,7 +88,10 @@ def champion_rows(
     )
     log.info("replaying champion v%s on the candidate's suite", version.version)
     policy.max_new_tokens = config.max_new_tokens
-    return run_matrix(eval_config, built={"champion": policy}, env=env).rows
+    local = load_environment(**(env or Env()).kwargs())
+    return run_matrix(
+        eval_config, {"champion": policy}, local, functools.partial(episode_env, env or Env())
+    ).rows
 
 
 def decide(
@@ -117,7 +123,7 @@ def run(params: Params) -> dict:
     import mlflow
     import mlflow.pyfunc
 
-    from tasks.registered_model import CheckpointModel
+    from tasks.plumbing.registered_model import CheckpointModel
 
     if config.candidate not in config.lineage:
         raise ValueError(
@@ -130,8 +136,6 @@ def run(params: Params) -> dict:
         )
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
-    from envs import load_environment  # lazy, like mlflow: the stage's own imports stay few
-
     metric = config.metric or load_environment(**params.env.kwargs()).headline_metric
     hashes = dvc_hashes(config.lock_file)
     names = list(config.lineage)
@@ -176,6 +180,6 @@ def run(params: Params) -> dict:
 if __name__ == "__main__":
     import sys
 
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("register", run))

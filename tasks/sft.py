@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.atomic import atomic_dir, read_jsonl
-from tasks.fingerprint import fingerprint
-from tasks.sections import Params, Section
-from tasks.tracking import set_tags, write_metrics
-from tasks.validation import InputError
+from tasks.plumbing.fingerprint import fingerprint
+from tasks.plumbing.sections import Params, Section
+from tasks.plumbing.tracking import set_tags, write_metrics
+from tasks.plumbing.validation import InputError
+from wander.core.atomic_io import atomic_dir, read_jsonl
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -134,8 +134,8 @@ def run(params: Params) -> dict:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from envs import load_environment
-    from envs.training import train_resumable
+    from wander import load_environment
+    from wander.training import train_resumable
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
@@ -178,6 +178,6 @@ def run(params: Params) -> dict:
 
 
 if __name__ == "__main__":
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("sft", run))

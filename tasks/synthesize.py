@@ -24,19 +24,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from envs import Environment, Policy, load_environment
-from envs.policies.base import Conversation, Reply
-from envs.policies.openai_policy import OpenAIPolicy, PolicyStats
-from envs.policies.openai_server import serve_in_process
-from envs.policies.vllm_server import VLLMServer
-from tasks.atomic import atomic_dir, read_jsonl, write_json, write_jsonl
-from tasks.episodes import episode_env
-from tasks.fingerprint import content_digest, digest
 from tasks.generate import validate_specs
-from tasks.journal import Journal
-from tasks.sections import Params, Synthesize
-from tasks.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
-from tasks.validation import gxe, validate
+from tasks.plumbing.episodes import episode_env
+from tasks.plumbing.fingerprint import content_digest, digest
+from tasks.plumbing.journal import Journal
+from tasks.plumbing.sections import Params, Synthesize
+from tasks.plumbing.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
+from tasks.plumbing.validation import gxe, validate
+from wander import Environment, Policy, load_environment
+from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
+from wander.core.policy import Conversation, Reply
+from wander.policies.openai_policy import OpenAIPolicy, PolicyStats
+from wander.policies.openai_server import serve_in_process, teacher_app
+from wander.policies.vllm_server import VLLMServer
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def teacher_endpoint(config: Synthesize, env: Environment) -> Iterator[str]:
             yield server.base_url
         return
     skill = teacher_skill(config, env)
-    with serve_in_process(env.teacher_app(skill, teacher_model(config, env))) as url:
+    with serve_in_process(teacher_app(env, skill, teacher_model(config, env))) as url:
         logger.info("embedded %s teacher (skill %.2f) serving at %s", env.name, skill, url)
         yield url
 
@@ -329,6 +329,6 @@ def episode_expectations(expected_rows: int, outcomes: tuple[str, ...] = ()) -> 
 
 
 if __name__ == "__main__":
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     sys.exit(stage_main("synthesize", run))

@@ -1,7 +1,7 @@
 """Arithmetic word problems with calculator tools: the model may call `add`, `subtract`, `multiply` and `divide`
 (typed functions run by `ToolEnv`) and ends with the exact whole-number answer in `<answer>`. Problems are made
 from the episode seed (no download); the difficulty strata are the number of operations. With GRPO the tools run
-through TRL's `environment_factory` (`envs.training.tools`). `load_environment(**kwargs)`: its keyword defaults
+through TRL's `environment_factory` (`wander.training.tools`). `load_environment(**kwargs)`: its keyword defaults
 are the env's config."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import random
 import re
 from collections.abc import Iterator
 
-from envs.parser import XMLParser, last_assistant_content, parse_integer
-from envs.policies.base import Conversation, Message, Policy, Reply, UnplayableRequest
-from envs.rubric import Rubric
-from envs.splits import SPLIT_SEEDS, SeededSplits
-from envs.tool_env import ToolEnv
+from wander.core.parser import XMLParser, last_assistant_content, parse_integer
+from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
+from wander.core.rubric import Rubric
+from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.tool_env import ToolEnv
 
 SYSTEM_PROMPT = (
     "Solve the word problem. Use the calculator tools for the arithmetic, then give the final whole number "

@@ -11,11 +11,11 @@ import operator
 import random
 from collections.abc import Iterator
 
-from envs.environment import Environment
-from envs.parser import XMLParser, last_assistant_content, parse_integer
-from envs.policies.base import Conversation, Message, Policy, Reply, UnplayableRequest
-from envs.rubric import Rubric
-from envs.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.environment import Environment
+from wander.core.parser import XMLParser, last_assistant_content, parse_integer
+from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
+from wander.core.rubric import Rubric
+from wander.core.splits import SPLIT_SEEDS, SeededSplits
 
 SYSTEM_PROMPT = (
     "Answer the arithmetic question with a whole number inside <answer></answer>. When asked to double-check, "

@@ -7,11 +7,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from envs.environment import SingleTurnEnv
-from envs.parser import XMLParser
-from envs.policies.base import Conversation, Policy, Reply, UnplayableRequest
-from envs.rubric import Rubric
-from envs.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.environment import SingleTurnEnv
+from wander.core.parser import XMLParser
+from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
+from wander.core.rubric import Rubric
+from wander.core.splits import SPLIT_SEEDS, SeededSplits
 
 SYSTEM_PROMPT = "Reverse the text character by character. Answer inside <reversed_text></reversed_text>."
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "po", "de", "gu", "fe", "zo", "ba", "xi", "qu")

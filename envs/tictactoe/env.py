@@ -8,11 +8,6 @@ import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from envs.environment import Environment
-from envs.episode import Episode
-from envs.parser import XMLParser
-from envs.policies.base import Message, Policy, Reply
-from envs.rubric import Rubric
 from envs.tictactoe.board import (
     EMPTY_BOARD,
     OPTIMAL_MOVES,
@@ -28,17 +23,16 @@ from envs.tictactoe.board import (
 from envs.tictactoe.pipeline import TicTacToePipeline
 from envs.tictactoe.players import ExpertPlayer, rationale
 from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, reply_text, user_message
-from envs.tictactoe.tictactoe_config import TicTacToeConfig
+from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES, TicTacToeConfig
+from wander.core.environment import Environment
+from wander.core.episode import Episode
+from wander.core.parser import XMLParser
+from wander.core.policy import Message, Policy, Reply
+from wander.core.rubric import Rubric
 
 CELLS = {str(c): c for c in range(9)}
 CURVE_OPPONENTS = {"minimax-0": 0.0, "random": 1.0}
 OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
-# Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
-SPLIT_SEED_RANGES = {
-    "train": (0, 700_000_000),
-    "eval": (700_000_000, 1_400_000_000),
-    "test": (1_400_000_000, 2_100_000_000),
-}
 
 
 def model_starts(seed: int) -> bool:
@@ -293,7 +287,7 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player."""
-        from envs.tictactoe.exact import exact_both_sides, memoized  # lazy: exact imports this module
+        from envs.tictactoe.exact import exact_both_sides, memoized  # lazy: only exact evaluation needs it
 
         policy, out = memoized(policy), {}
         for opponent, p in CURVE_OPPONENTS.items():
@@ -329,14 +323,14 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
     ) -> list[dict[str, float]]:
         """Each episode's expected reward and rubric values after its reply, over every answer of its opponent
         (at the episode's skill), `policy` greedy from then on (envs/tictactoe/exact.py)."""
-        from envs.tictactoe.exact import expected_after  # lazy: exact imports this module
+        from envs.tictactoe.exact import expected_after  # lazy: only exact evaluation needs it
 
         return expected_after(self, policy, branches)
 
     def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
         """Each episode's expected reward and rubric values after its reply, over every answer of its opponent,
         with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
-        from envs.tictactoe.exact import best_after  # lazy: exact imports this module
+        from envs.tictactoe.exact import best_after  # lazy: only exact evaluation needs it
 
         return best_after(self, branches)
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from envs.episode import Episode
-from envs.policies.base import Policy, Reply
 from envs.tictactoe.board import (
     EMPTY_BOARD,
     is_over,
@@ -25,7 +24,11 @@ from envs.tictactoe.board import (
     to_move,
     winner,
 )
-from envs.tictactoe.env import TicTacToeEnv
+from wander.core.episode import Episode
+from wander.core.policy import Policy, Reply
+
+if TYPE_CHECKING:  # annotations only: the env imports this module
+    from envs.tictactoe.env import TicTacToeEnv
 
 # episodes (the model to move in each) -> one reply each
 AskFn = Callable[[list[Episode]], list[Reply]]

@@ -7,13 +7,14 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from envs.episode import Episode
-from envs.policies.base import Policy
-from envs.suite import PipelineHooks, SpecChecks
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
 from envs.tictactoe.render import parse_board
 from envs.tictactoe.symmetry import symmetric_games
-from envs.tictactoe.teacher import TEACHER_MODEL, TEACHER_SKILL, teacher_app
+from envs.tictactoe.teacher import TEACHER_SKILL
+from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
+from wander.core.episode import Episode
+from wander.core.policy import Policy
+from wander.core.suite import PipelineHooks, SpecChecks
 
 DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
 SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
@@ -30,11 +31,6 @@ class TicTacToePipeline(PipelineHooks):
     reference_policies = ("minimax", "random")
     exact_note = "Expected rates summed over every reply the opponent can make, both sides pooled."
 
-    @property
-    def teacher_model(self) -> str:
-        """The embedded teacher's model name."""
-        return TEACHER_MODEL
-
     def suite_groups(self) -> list[str]:
         """Opponents, weakest first."""
         return list(DEFAULT_OPPONENTS)
@@ -46,7 +42,6 @@ class TicTacToePipeline(PipelineHooks):
 
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
-        from envs.tictactoe.env import SPLIT_SEED_RANGES  # lazy: env.py builds on this module
 
         low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
         specs = []
@@ -66,14 +61,17 @@ class TicTacToePipeline(PipelineHooks):
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
         """A greedy policy's exact expected rates against each opponent, both sides pooled."""
-        from envs.tictactoe.exact import exact_both_sides, memoized  # lazy: exact imports the env
+        from envs.tictactoe.exact import (  # lazy: only the pipeline's evaluation needs it
+            exact_both_sides,
+            memoized,
+        )
 
         policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
         return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
 
     def worst_case(self, policy: Policy) -> dict[str, dict]:
         """The best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
-        from envs.tictactoe.exploit import best_response  # lazy: exploit imports the env
+        from envs.tictactoe.exploit import best_response  # lazy: only the pipeline's evaluation needs it
 
         return best_response(self, policy)
 
@@ -130,10 +128,6 @@ class TicTacToePipeline(PipelineHooks):
     def teacher_policy(self, skill: float, seed: int) -> Policy:
         """The expert that slips to a random move with probability `skill` in quiet positions."""
         return ExpertPlayer(random_move_prob=skill, seed=seed)
-
-    def teacher_app(self, skill: float | None = None, model_name: str | None = None) -> Any:
-        """The embedded tic-tac-toe teacher (envs/tictactoe/teacher.py)."""
-        return teacher_app(self.teacher_skill if skill is None else skill, model_name or TEACHER_MODEL)
 
     def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
         """`random`, `minimax[-p]`, `expert[-p]` or `teacher` (expert at the teacher's slip rate); else None."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from envs.policies.base import Conversation, Reply, UnplayableRequest
 from envs.tictactoe.board import LINES, SCORES, best_moves, is_over, legal_moves, play, to_move, winner
 from envs.tictactoe.render import parse_board, reply_text
+from wander.core.policy import Conversation, Reply, UnplayableRequest
 
 
 def board_of(conversation: Conversation) -> str:

@@ -10,11 +10,14 @@ policy's shortfall from that limit is the sum, over the positions it reaches, of
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from envs.policies.base import Policy
 from envs.tictactoe.board import legal_moves, optimal_moves, play, winner
-from envs.tictactoe.env import TicTacToeEnv
 from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches, side_starts
+from wander.core.policy import Policy
+
+if TYPE_CHECKING:  # annotations only: the env imports this module
+    from envs.tictactoe.env import TicTacToeEnv
 
 RANDOM = 1.0  # the opponent's random-move probability
 
@@ -98,8 +101,8 @@ def main() -> None:
     parser.add_argument("model", help="a model folder (e.g. data/models/grpo-polish)")
     parser.add_argument("--top", type=int, default=20, help="moves to list per side")
     args = parser.parse_args()
-    from envs import load_environment
-    from envs.policies.transformers_policy import TransformersPolicy
+    from wander.core.registry import load_environment
+    from wander.policies.transformers_policy import TransformersPolicy
 
     policy = TransformersPolicy.from_pretrained(args.model, greedy=True, max_new_tokens=16)
     for mark, side in win_regret(load_environment("tictactoe"), policy).items():

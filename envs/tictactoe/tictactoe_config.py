@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+# Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
+SPLIT_SEED_RANGES = {
+    "train": (0, 700_000_000),
+    "eval": (700_000_000, 1_400_000_000),
+    "test": (1_400_000_000, 2_100_000_000),
+}
+
 
 @dataclass
 class TicTacToeConfig:

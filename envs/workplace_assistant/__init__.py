@@ -6,7 +6,7 @@ inbox, events; `workspace.py`). The episode is verified by the state it leaves, 
 subject, body; every expected event: title, day and time, attendees; every expected deletion), minus 0.5 for
 each unwanted side effect (an email or event nobody asked for, a deletion not asked), floored at 0. The strata
 are the tool calls a task needs (stratum k: k+1, lookups included). With GRPO the tools run through TRL's
-`environment_factory` (`envs.training.tools`). `load_environment(**kwargs)`: its keyword defaults are the
+`environment_factory` (`wander.training.tools`). `load_environment(**kwargs)`: its keyword defaults are the
 env's config."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from envs.policies.base import Message, Policy
-from envs.rubric import Rubric
-from envs.splits import SPLIT_SEEDS, SeededSplits
-from envs.tool_env import TOOL_CALL, ToolEnv
 from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, sentence, verify
 from envs.workplace_assistant.teacher import WorkplaceTeacher
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
+from wander.core.policy import Message, Policy
+from wander.core.rubric import Rubric
+from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.tool_env import TOOL_CALL, ToolEnv
 
 SYSTEM_PROMPT = (
     "You are the user's workplace assistant. Carry out the user's request with the mailbox and calendar "

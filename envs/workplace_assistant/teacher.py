@@ -10,8 +10,8 @@ import random
 import re
 from collections.abc import Generator
 
-from envs.policies.base import Conversation, Reply, UnplayableRequest
 from envs.workplace_assistant.workspace import FIRST
+from wander.core.policy import Conversation, Reply, UnplayableRequest
 
 # The sentences of `goals.sentence`; a sentence ends at a period followed by the next one or by the end (email
 # addresses have periods too, never followed by a space).

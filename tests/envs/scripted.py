@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envs import Reply
+from wander import Reply
 
 
 class Scripted:

@@ -11,8 +11,8 @@ import mlflow
 import pytest
 import yaml
 
-from flows.scratch import copy_project, project_env, run_in
-from tasks.tracking import flatten
+from tasks.plumbing.scratch_copy import copy_project, project_env, run_in
+from tasks.plumbing.tracking import flatten
 
 
 def sh(args: list[str], cwd: Path) -> str:
@@ -100,8 +100,8 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
     import time
     import urllib.request
 
-    from tasks.episodes import serve_command
-    from tasks.params import load_params
+    from tasks.plumbing.episodes import serve_command
+    from tasks.plumbing.params import load_params
 
     root, _ = project
     url = f"http://127.0.0.1:{free_port()}"

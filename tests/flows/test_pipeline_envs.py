@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from flows.pipeline import summary
-from flows.scratch import run_in
+from tasks.plumbing.scratch_copy import run_in
 
 STAGES = [
     "build_model",

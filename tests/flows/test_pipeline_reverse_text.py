@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from wander.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_reverse_text_runs_the_whole_pipeline(project: Path) -> None:
 
 @pytest.mark.slow
 def test_wander_eval_plays_reverse_text(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # In this process (tests/flows/test_cli.py covers the command's own process): `wander eval` is flows.cli.main.
+    # In this process (tests/wander/test_cli.py covers the command's own process): `wander eval` is wander.cli.main.
     assert main(
         ["eval", "--env", "reverse_text", "--policy", f"sft={project / 'data/models/sft'}", "--policy", "expert",
          "--baseline", "expert", "--games", "2", "--out", str(project / "adhoc"), "--no-progress"]

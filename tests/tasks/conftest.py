@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.params import load_params, read_params, restrict
-from tasks.sections import Params
+from tasks.plumbing.params import load_params, read_params, restrict
+from tasks.plumbing.sections import Params
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from envs.policies.scratch_model import load_tokenizer
 from tasks import build_model
+from wander.policies.scratch_model import load_tokenizer
 
 
 def test_scratch_model_reads_every_env_string(shared_params: dict, base_model: Path) -> None:

@@ -13,8 +13,8 @@ from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.render import parse_board
 from envs.tictactoe.symmetry import SYMMETRIES, transform_game
 from tasks import curate
-from tasks.atomic import read_jsonl, write_jsonl
-from tasks.validation import DataValidationError, InputError
+from tasks.plumbing.validation import DataValidationError, InputError
+from wander.core.atomic_io import read_jsonl, write_jsonl
 
 
 @pytest.fixture

@@ -19,15 +19,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PLUMBING = {
     "tasks/__init__.py",
-    "tasks/atomic.py",
-    "tasks/fingerprint.py",
-    "tasks/journal.py",
-    "tasks/logs.py",
-    "tasks/params.py",
-    "tasks/sections.py",
-    "tasks/stage.py",
-    "tasks/tracking.py",
-    "tasks/validation.py",
+    "wander/core/atomic_io.py",
+    "tasks/plumbing/fingerprint.py",
+    "tasks/plumbing/journal.py",
+    "wander/core/logs.py",
+    "tasks/plumbing/params.py",
+    "tasks/plumbing/sections.py",
+    "tasks/plumbing/stage.py",
+    "tasks/plumbing/tracking.py",
+    "tasks/plumbing/validation.py",
 }
 
 
@@ -79,8 +79,12 @@ def test_a_stage_declares_the_tasks_code_it_runs(name):
 
 
 def test_the_import_walk_follows_imports_inside_functions():
-    # tasks/register.py imports tasks.registered_model inside a function, and tasks.matrix, which imports
-    # tasks.episodes: placement and depth both count.
+    # tasks/register.py imports tasks.plumbing.registered_model inside a function, and wander.eval.matrix, which imports
+    # tasks.plumbing.episodes: placement and depth both count.
     closure = _tasks_closure("tasks/register.py")
-    assert {"tasks/registered_model.py", "tasks/matrix.py", "tasks/episodes.py"} <= closure
+    assert {
+        "tasks/plumbing/registered_model.py",
+        "wander/eval/matrix.py",
+        "tasks/plumbing/episodes.py",
+    } <= closure
     assert "tasks/sft.py" not in closure

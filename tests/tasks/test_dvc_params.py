@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.scratch import copy_project
-from tasks.sections import READS
+from tasks.plumbing.scratch_copy import copy_project
+from tasks.plumbing.sections import READS
 
 
 def leaves(data: dict, path: tuple = ()) -> Iterator[tuple]:

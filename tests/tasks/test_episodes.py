@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from envs import load_environment
-from envs.remote.served import ServedEnvironment
-from envs.remote.server import serve_env_in_thread
-from tasks.episodes import episode_env, serve_command
-from tasks.params import ParamsError, load_params
-from tasks.sections import Env
-from tasks.validation import InputError
+from tasks.plumbing.episodes import episode_env, serve_command
+from tasks.plumbing.params import ParamsError, load_params
+from tasks.plumbing.sections import Env
+from tasks.plumbing.validation import InputError
+from wander import load_environment
+from wander.serve.served import ServedEnvironment
+from wander.serve.server import serve_env_in_thread
 
 
 def section(**values: object) -> Env:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.fingerprint import content_digest, digest, fingerprint
+from tasks.plumbing.fingerprint import content_digest, digest, fingerprint
 
 
 @pytest.fixture

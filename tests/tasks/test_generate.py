@@ -11,8 +11,8 @@ from datasets import Dataset
 
 import tasks.generate
 from tasks import generate, synthesize
-from tasks.atomic import read_jsonl, write_jsonl
-from tasks.validation import DataValidationError
+from tasks.plumbing.validation import DataValidationError
+from wander.core.atomic_io import read_jsonl, write_jsonl
 
 SPLITS = ("train", "eval", "test")
 

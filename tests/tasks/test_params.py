@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from envs.tictactoe.tictactoe_config import TicTacToeConfig
-from tasks.params import ParamsError, load_params, main, read_params, restrict
-from tasks.sections import READS, Params
-from tasks.stage import headline
+from tasks.plumbing.params import ParamsError, load_params, main, read_params, restrict
+from tasks.plumbing.sections import READS, Params
+from tasks.plumbing.stage import headline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -254,7 +254,7 @@ def test_a_stage_command_refuses_bad_params_before_doing_anything(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     from tasks import generate
-    from tasks.stage import stage_main
+    from tasks.plumbing.stage import stage_main
 
     params = read_params(REPO / "params.yaml")
     params["layout"]["datasets"] = str(tmp_path / "datasets")

@@ -5,14 +5,14 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from envs import load_environment
-from envs.policies.scratch_model import build_scratch_model
-from envs.policies.scratch_model_config import ScratchModelConfig
-from tasks import tracking
 from tasks.evaluate import run as evaluate
-from tasks.matrix import run_matrix
+from tasks.plumbing import tracking
+from tasks.plumbing.sections import EvaluateConfig, Params, Register
 from tasks.register import decide, run
-from tasks.sections import EvaluateConfig, Params, Register
+from wander import load_environment
+from wander.eval.matrix import run_matrix
+from wander.policies.scratch_model import build_scratch_model
+from wander.policies.scratch_model_config import ScratchModelConfig
 
 TINY = ScratchModelConfig(
     hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, intermediate_size=64

@@ -13,12 +13,14 @@ import mlflow
 import pytest
 import yaml
 
-from envs.policies.openai_policy import OpenAIPolicy, PolicyRequestError
-from envs.policies.openai_policy_config import OpenAIPolicyConfig, redact_url
-from envs.policies.openai_server import serve_in_thread
-from envs.tictactoe.teacher import teacher_app
-from tasks import generate, tracking
-from tasks.params import ParamsError, load_params
+from tasks import generate
+from tasks.plumbing import tracking
+from tasks.plumbing.params import ParamsError, load_params
+from wander import load_environment
+from wander.core.logs import redact_url
+from wander.policies.openai_policy import OpenAIPolicy, PolicyRequestError
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 SECRET = "s3cr3t-k3y-0f-th3-t3ach3r"
 KEYS = [
@@ -45,7 +47,7 @@ def test_a_stage_logs_and_mlflow_params_never_show_url_credentials(tmp_path: Pat
     """The synthesize stage, as DVC runs it (its own process, --verbose: every HTTP request logged), on loopback."""
     params = params_at(tmp_path)
     generate.run(load_params(params=params))
-    with serve_in_thread(teacher_app()) as url:
+    with serve_in_thread(teacher_app(load_environment("tictactoe"))) as url:
         params["synthesize"].update(
             teacher_url=url.replace("http://", f"http://wander:{SECRET}@"), num_episodes=4, batch_size=4
         )

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tasks import sft
-from tasks.stage import stage_main
-from tasks.validation import InputError
+from tasks.plumbing.stage import stage_main
+from tasks.plumbing.validation import InputError
 
 GOOD = {
     "messages": [

@@ -16,14 +16,14 @@ import yaml
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from envs.policies.base import Reply
-from envs.policies.openai_policy import PolicyRequestError
-from envs.policies.openai_server import serve_in_thread
-from envs.tictactoe.teacher import teacher_app
 from tasks import synthesize
-from tasks.atomic import read_jsonl
 from tasks.generate import read_specs
-from tasks.journal import Journal
+from tasks.plumbing.journal import Journal
+from wander import load_environment
+from wander.core.atomic_io import read_jsonl
+from wander.core.policy import Reply
+from wander.policies.openai_policy import PolicyRequestError
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -117,7 +117,7 @@ def test_killed_synthesis_resumes_without_loss_or_duplicates(
 def flaky_teacher(failures: list[int], seen: dict, fail_after: int | None = None) -> object:
     """The embedded teacher behind a front answering the first requests with `failures` (HTTP statuses),
     and every request after the first `fail_after` with 500."""
-    app = teacher_app()
+    app = teacher_app(load_environment("tictactoe"))
 
     @app.middleware("http")
     async def fail_some(request: Request, call_next):  # noqa: ANN202

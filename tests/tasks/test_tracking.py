@@ -12,8 +12,15 @@ import mlflow
 import pytest
 import yaml
 
-from tasks import tracking
-from tasks.tracking import PARENT_RUN_ENV, flatten, log_metrics, pipeline_run, stage_run, write_metrics
+from tasks.plumbing import tracking
+from tasks.plumbing.tracking import (
+    PARENT_RUN_ENV,
+    flatten,
+    log_metrics,
+    pipeline_run,
+    stage_run,
+    write_metrics,
+)
 
 
 @pytest.fixture
@@ -120,7 +127,7 @@ def test_flatten_joins_nested_keys() -> None:
 def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root: Path) -> None:
     code = (
         "import sys, time\n"
-        "from tasks.tracking import stage_run\n"
+        "from tasks.plumbing.tracking import stage_run\n"
         "with stage_run('curate', root=sys.argv[1]):\n"
         "    print('started', flush=True)\n"
         "    time.sleep(600)\n"

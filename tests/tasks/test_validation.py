@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from tasks.validation import DataValidationError, gxe, validate
+from tasks.plumbing.validation import DataValidationError, gxe, validate
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import load_environment
 from envs.double_check import DoubleCheckTeacher, evaluate_expression, make_question
-from envs.parser import parse_integer
-from envs.policies.base import UnplayableRequest
-from envs.policies.openai_policy import OpenAIPolicy
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import serve_in_thread
+from wander import load_environment
+from wander.core.parser import parse_integer
+from wander.core.policy import UnplayableRequest
+from wander.policies.openai_policy import OpenAIPolicy
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 from ..scripted import Scripted
 
@@ -125,7 +125,7 @@ def test_teacher_refuses_what_it_cannot_answer() -> None:
 
 
 def test_embedded_teacher_serves_the_openai_protocol(env) -> None:
-    with serve_in_thread(env.teacher_app(0.0)) as url:
+    with serve_in_thread(teacher_app(env, 0.0)) as url:
         policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
         result = env.evaluate(policy, n=6, split="eval")
     assert result.metrics["correct"]["mean"] == 1.0 and result.metrics["errored"]["mean"] == 0.0

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import load_environment
-from envs.policies.openai_policy import OpenAIPolicy
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import serve_in_thread
 from envs.reverse_text import ReverseTeacher, lcs_length
+from wander import load_environment
+from wander.policies.openai_policy import OpenAIPolicy
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 SMALL = {"num_train": 24, "num_eval": 12, "num_test": 12}
 
@@ -83,7 +83,7 @@ def test_a_stepped_episode_resumes_to_what_the_rollout_plays(env) -> None:
 
 
 def test_embedded_teacher_serves_the_openai_protocol(env) -> None:
-    with serve_in_thread(env.teacher_app(0.0)) as url:
+    with serve_in_thread(teacher_app(env, 0.0)) as url:
         policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
         result = env.evaluate(policy, n=6, split="eval")
     assert result.metrics["exact"]["mean"] == 1.0

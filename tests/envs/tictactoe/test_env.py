@@ -2,12 +2,12 @@
 
 import pytest
 
-from envs import Reply, load_environment
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.board import EMPTY_BOARD, is_over, play, to_move, winner
 from envs.tictactoe.env import live_positions
 from envs.tictactoe.players import scripted_player
 from envs.tictactoe.render import parse_board, render_board, user_message
+from wander import Reply, load_environment
 
 
 def perfect_opponent_env(**kw):
@@ -170,7 +170,7 @@ def test_bad_settings_name_the_problem():
 def test_specs_dir_gives_the_splits_seeds_and_strata_with_the_configs_skill_range(tmp_path) -> None:
     import json
 
-    from envs import load_environment
+    from wander import load_environment
 
     generated = load_environment("tictactoe", num_train=40, seed=5)  # as the generate stage writes them
     rows = generated.get_dataset("train").to_list()

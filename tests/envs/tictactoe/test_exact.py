@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from envs import Reply, load_environment
 from envs.tictactoe.board import (
     EMPTY_BOARD,
     best_moves,
@@ -20,6 +19,7 @@ from envs.tictactoe.board import (
 )
 from envs.tictactoe.exact import best_move, exact_both_sides, exact_results, memoized, move_value
 from envs.tictactoe.players import ExpertPlayer, board_of
+from wander import Reply, load_environment
 
 
 class FirstBest:
@@ -222,7 +222,7 @@ def test_exact_results_serialise_the_same_under_any_hash_seed():
     # matrix.json holds these dicts: a key order that followed str hashing would change its bytes (and its DVC hash)
     # from one run to the next.
     script = (
-        "import json; from envs import load_environment; from envs.tictactoe.exact import exact_both_sides; "
+        "import json; from wander import load_environment; from envs.tictactoe.exact import exact_both_sides; "
         "from tests.envs.tictactoe.test_exact import FirstFree; "
         "print(json.dumps(exact_both_sides(load_environment('tictactoe'), FirstFree(), 1.0)))"
     )

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import load_environment
 from envs.tictactoe.render import parse_board
+from wander import load_environment
 
 ODD_MOVES = [
     "<move>04</move>",  # a leading zero

@@ -2,10 +2,10 @@
 
 import pytest
 
-from envs import Reply, load_environment
 from envs.tictactoe.board import EMPTY_BOARD, legal_moves, optimal_moves, play, to_move, winner
 from envs.tictactoe.players import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.regret import best_wins, move_wins, win_regret
+from wander import Reply, load_environment
 
 
 class WinMaximiser(RandomPlayer):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from envs import load_environment
 from envs.tictactoe import ExpertPlayer
 from envs.tictactoe.board import LEGAL_MOVES, STATES, optimal_moves, value
 from envs.tictactoe.render import parse_board
 from envs.tictactoe.symmetry import SYMMETRIES, symmetric_games, transform_board, transform_game
+from wander import load_environment
 
 
 def inverse(source: tuple[int, ...]) -> tuple[int, ...]:

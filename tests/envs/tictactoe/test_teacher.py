@@ -3,17 +3,16 @@
 import openai
 import pytest
 
-from envs import load_environment
-from envs.policies.openai_policy import OpenAIPolicy
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import serve_in_thread
 from envs.tictactoe import ExpertPlayer
-from envs.tictactoe.teacher import TEACHER_MODEL, teacher_app
+from wander import load_environment
+from wander.policies.openai_policy import OpenAIPolicy
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 
 @pytest.fixture(scope="module")
 def teacher_url():
-    with serve_in_thread(teacher_app()) as url:
+    with serve_in_thread(teacher_app(load_environment("tictactoe"))) as url:
         yield url
 
 
@@ -23,11 +22,13 @@ def test_openai_client_plays_a_whole_game_against_the_teacher(teacher_url, reply
         "tictactoe", rendering="grid", reply_format=reply_format, random_move_prob=(0.0, 0.0)
     )
     client = openai.OpenAI(base_url=teacher_url, api_key="EMPTY", max_retries=0)
-    assert [m.id for m in client.models.list().data] == [TEACHER_MODEL]
+    assert [m.id for m in client.models.list().data] == ["tictactoe-teacher"]
     env.reset(seed=3)
     done, turns = False, 0
     while not done:
-        reply = client.chat.completions.create(model=TEACHER_MODEL, messages=env.episode.messages, seed=turns)
+        reply = client.chat.completions.create(
+            model="tictactoe-teacher", messages=env.episode.messages, seed=turns
+        )
         content = reply.choices[0].message.content
         assert "<move>" in content and ("<think>" in content) == (
             reply_format == "think"
@@ -40,7 +41,9 @@ def test_openai_client_plays_a_whole_game_against_the_teacher(teacher_url, reply
 
 
 def test_teacher_policy_over_http_matches_the_calibration(teacher_url):
-    policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=teacher_url, model=TEACHER_MODEL, max_concurrency=16))
+    policy = OpenAIPolicy(
+        OpenAIPolicyConfig(base_url=teacher_url, model="tictactoe-teacher", max_concurrency=16)
+    )
     env = load_environment("tictactoe", random_move_prob=(0.0, 0.0), num_eval=120)
     result = env.evaluate(policy)
     assert result.metrics["errored"]["mean"] == 0.0

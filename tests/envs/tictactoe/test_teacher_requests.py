@@ -9,19 +9,19 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from envs.policies.openai_policy import OpenAIPolicy, PolicyRequestError
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import serve_in_thread
 from envs.tictactoe.board import STATES
 from envs.tictactoe.render import SYSTEM_PROMPTS, render_board
-from envs.tictactoe.teacher import TEACHER_MODEL, teacher_app
+from wander import load_environment
+from wander.policies.openai_policy import OpenAIPolicy, PolicyRequestError
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 FUZZ_CASES = 1200
 
 
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
-    with serve_in_thread(teacher_app()) as base_url:
+    with serve_in_thread(teacher_app(load_environment("tictactoe"))) as base_url:
         yield base_url
 
 
@@ -45,7 +45,9 @@ UNPLAYABLE = {
 @pytest.mark.parametrize("case", sorted(UNPLAYABLE))
 def test_unplayable_requests_are_422_naming_the_problem(url: str, case: str) -> None:
     messages, problem = UNPLAYABLE[case]
-    response = httpx.post(f"{url}/chat/completions", json={"model": TEACHER_MODEL, "messages": messages})
+    response = httpx.post(
+        f"{url}/chat/completions", json={"model": "tictactoe-teacher", "messages": messages}
+    )
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert problem in error["message"] and error["code"] == "unplayable" and error["param"] == "messages"
@@ -53,7 +55,7 @@ def test_unplayable_requests_are_422_naming_the_problem(url: str, case: str) -> 
 
 def test_the_openai_client_does_not_retry_a_4xx(url: str) -> None:
     policy = OpenAIPolicy(
-        OpenAIPolicyConfig(base_url=url, model=TEACHER_MODEL, max_retries=5, backoff_base=0)
+        OpenAIPolicyConfig(base_url=url, model="tictactoe-teacher", max_retries=5, backoff_base=0)
     )
     with pytest.raises(PolicyRequestError, match="HTTP 422") as info:
         policy([UNPLAYABLE["no board"][0]])
@@ -91,18 +93,18 @@ def random_request(rng: random.Random) -> tuple[dict | str, str]:
         ]
     elif kind == "odd board":
         messages.append(user("".join(rng.choice("XO.") for _ in range(9)), rendering))
-    body: dict | str = {"model": TEACHER_MODEL, "messages": messages, "n": rng.randint(1, 3)}
+    body: dict | str = {"model": "tictactoe-teacher", "messages": messages, "n": rng.randint(1, 3)}
     if rng.random() < 0.3:
         body["seed"] = rng.choice([0, -1, 2**63, 10**40, rng.randint(0, 10**9)])
     if kind == "malformed":
         body = rng.choice(
             [
-                {"model": TEACHER_MODEL, "messages": []},
-                {"model": TEACHER_MODEL, "messages": [{"role": "user"}]},
-                {"model": TEACHER_MODEL, "messages": [{"role": "user", "content": 5}]},
-                {"model": TEACHER_MODEL, "messages": "hello"},
-                {"model": TEACHER_MODEL, "messages": [user(board)], "n": 0},
-                {"model": TEACHER_MODEL, "messages": [user(board)], "seed": "x"},
+                {"model": "tictactoe-teacher", "messages": []},
+                {"model": "tictactoe-teacher", "messages": [{"role": "user"}]},
+                {"model": "tictactoe-teacher", "messages": [{"role": "user", "content": 5}]},
+                {"model": "tictactoe-teacher", "messages": "hello"},
+                {"model": "tictactoe-teacher", "messages": [user(board)], "n": 0},
+                {"model": "tictactoe-teacher", "messages": [user(board)], "seed": "x"},
                 {"messages": [user(board)]},
                 {"model": "gpt-nope", "messages": [user(board)]},
             ]

@@ -11,12 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import load_environment
-from envs.policies.base import UnplayableRequest
-from envs.policies.openai_policy import OpenAIPolicy
-from envs.policies.openai_policy_config import OpenAIPolicyConfig
-from envs.policies.openai_server import serve_in_thread
-from envs.replay import replay_problems
 from envs.workplace_assistant.teacher import DONE, WorkplaceTeacher, read_request, tool_call, wrong_address
 from envs.workplace_assistant.workspace import (
     bound,
@@ -27,6 +21,12 @@ from envs.workplace_assistant.workspace import (
     read_email,
     send_email,
 )
+from wander import load_environment
+from wander.core.policy import UnplayableRequest
+from wander.core.replay import replay_problems
+from wander.policies.openai_policy import OpenAIPolicy
+from wander.policies.openai_policy_config import OpenAIPolicyConfig
+from wander.policies.openai_server import serve_in_thread, teacher_app
 
 from ..scripted import Scripted
 
@@ -252,12 +252,12 @@ def test_teacher_refuses_what_it_cannot_answer(env) -> None:
 
 
 def test_embedded_teacher_serves_the_openai_protocol(env) -> None:
-    with serve_in_thread(env.teacher_app(0.0)) as url:
+    with serve_in_thread(teacher_app(env, 0.0)) as url:
         policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
         result = env.evaluate(policy, n=6, split="eval")
     assert result.metrics["task_reward"]["mean"] == 1.0 and result.metrics["tool_calls"]["mean"] > 1.0
     # A slipping teacher behind the server (a new request seed every turn) plays each episode as it does here.
-    with serve_in_thread(env.teacher_app(0.5)) as url:
+    with serve_in_thread(teacher_app(env, 0.5)) as url:
         policy = OpenAIPolicy(OpenAIPolicyConfig(base_url=url, model=None, temperature=1.0))
         served = env.evaluate(policy, split="test").trajectories
     local = env.rollout(WorkplaceTeacher(0.5), env.get_dataset("test").to_list())

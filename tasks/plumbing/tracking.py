@@ -1,0 +1,242 @@
+"""MLflow tracking of stages: one nested run per stage under the pipeline's parent run, plus DVC metrics files.
+
+The store is the project's own: `sqlite:///<root>/mlflow/mlflow.db` with artifacts under `<root>/mlflow/artifacts`
+(`MLFLOW_TRACKING_URI` overrides it, e.g. an `mlflow server`). A stage run nests under the run whose id is in
+`WANDER_PARENT_RUN_ID`; without it, the stage logs a standalone run. The parent is deliberately not passed as
+`MLFLOW_RUN_ID`: MLflow (and transformers' callback) would then resume the parent instead of nesting under it.
+Stage code calls `log_metrics`/`log_artifact`, which do nothing when no run is active (tests, ad-hoc calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wander.core.atomic_io import write_json
+from wander.core.logs import redact_url
+
+if TYPE_CHECKING:
+    from tasks.plumbing.sections import Layout
+
+PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
+EXPERIMENT_ENV = "WANDER_EXPERIMENT"
+DEFAULT_EXPERIMENT = "wander"
+STORE_DIR = "mlflow"
+
+
+def tracking_uri(root: str | os.PathLike = ".") -> str:
+    """The tracking URI: `MLFLOW_TRACKING_URI` if set, else the project's sqlite store under `<root>/mlflow`."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    return f"sqlite:///{(Path(root) / STORE_DIR / 'mlflow.db').resolve()}"
+
+
+def artifact_root(root: str | os.PathLike = ".") -> Path:
+    """Where the project's store keeps artifacts."""
+    return (Path(root) / STORE_DIR / "artifacts").resolve()
+
+
+def setup(root: str | os.PathLike = ".", experiment: str | None = None) -> str:
+    """Point MLflow at the project's store and return the id of the experiment (created on first use)."""
+    import mlflow
+
+    (Path(root) / STORE_DIR).mkdir(parents=True, exist_ok=True)
+    # MLflow also exports this as MLFLOW_TRACKING_URI: stage subprocesses then log to their parent's store.
+    mlflow.set_tracking_uri(tracking_uri(root))
+    name = experiment or os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
+    found = mlflow.MlflowClient().get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    # Our own artifact location: the store's default (./mlruns) would land wherever the process runs.
+    return mlflow.create_experiment(name, artifact_location=artifact_root(root).as_uri())
+
+
+def _owner() -> dict[str, str]:
+    """Tags naming the process that opens a run, so a later start can tell a run whose process died."""
+    return {"wander.host": socket.gethostname(), "wander.pid": str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie, killed but not yet reaped, is not alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def close_dead_runs(experiment_id: str) -> list[str]:
+    """Mark KILLED every RUNNING run of the experiment whose process (on this host) is gone; return their ids.
+
+    A stage killed with `kill -9` (or by the OOM killer) cannot end its own run; the next
+    stage or pipeline that starts closes it, so the UI never shows a run RUNNING forever.
+    """
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.status = 'RUNNING' and tags.`wander.host` = '{socket.gethostname()}'",
+    )
+    closed = []
+    for run in runs:
+        pid = run.data.tags.get("wander.pid", "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            client.set_tag(run.info.run_id, "wander.end", f"process {pid} ended without closing this run")
+            client.set_terminated(run.info.run_id, status="KILLED")
+            closed.append(run.info.run_id)
+    return closed
+
+
+@contextlib.contextmanager
+def pipeline_run(
+    name: str = "pipeline",
+    params: Mapping | None = None,
+    root: str | os.PathLike = ".",
+    experiment: str | None = None,
+) -> Iterator[str]:
+    """Open the parent run; yield its id, exported as WANDER_PARENT_RUN_ID so stages (subprocesses) nest under it."""
+    import mlflow
+
+    experiment_id = setup(root, experiment)
+    close_dead_runs(experiment_id)
+    previous = os.environ.get(PARENT_RUN_ENV)
+    with mlflow.start_run(
+        experiment_id=experiment_id, run_name=name, tags={"wander.kind": "pipeline", **_owner()}
+    ) as run:
+        if params:
+            mlflow.log_params(loggable(params))
+        os.environ[PARENT_RUN_ENV] = run.info.run_id
+        try:
+            yield run.info.run_id
+        finally:
+            if previous is None:
+                os.environ.pop(PARENT_RUN_ENV, None)
+            else:
+                os.environ[PARENT_RUN_ENV] = previous
+
+
+@contextlib.contextmanager
+def stage_run(
+    stage: str, params: Mapping | None = None, root: str | os.PathLike = ".", experiment: str | None = None
+) -> Iterator[Any]:
+    """Open a stage's run, nested under WANDER_PARENT_RUN_ID (or this process's active run); log params; yield it."""
+    import mlflow
+
+    experiment_id = setup(root, experiment)
+    close_dead_runs(experiment_id)
+    tags = {"wander.kind": "stage", "wander.stage": stage, **_owner()}
+    if mlflow.active_run() is not None:
+        # Called inside a run of this very process (a flow running stages in-process): nest under it.
+        nesting = {"nested": True}
+    else:
+        nesting = {"parent_run_id": os.environ.get(PARENT_RUN_ENV) or None}
+    with mlflow.start_run(experiment_id=experiment_id, run_name=stage, tags=tags, **nesting) as run:
+        if params:
+            mlflow.log_params(loggable(params))
+        yield run
+
+
+def _active() -> Any:
+    # Nobody imported mlflow: no run can be active, and the import would cost a second.
+    if "mlflow" not in sys.modules:
+        return None
+    import mlflow
+
+    return mlflow.active_run()
+
+
+def log_metrics(metrics: Mapping, step: int | None = None, prefix: str = "") -> bool:
+    """Log the numbers of a (nested) metrics dict to the active run, keys joined by '/'; True if it logged."""
+    if _active() is None:
+        return False
+    import mlflow
+
+    numbers = {
+        f"{prefix}{k}": float(v)
+        for k, v in flatten(metrics).items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
+    if numbers:
+        mlflow.log_metrics(numbers, step=step)
+    return True
+
+
+def log_artifact(path: str | os.PathLike, artifact_path: str | None = None) -> bool:
+    """Log a file or folder to the active run; True if it logged."""
+    if _active() is None:
+        return False
+    import mlflow
+
+    path = Path(path)
+    if path.is_dir():
+        mlflow.log_artifacts(str(path), artifact_path=artifact_path)
+    else:
+        mlflow.log_artifact(str(path), artifact_path=artifact_path)
+    return True
+
+
+def log_dict(data: object, artifact_file: str) -> bool:
+    """Log a JSON-ready object as an artifact file of the active run (e.g. sample games); True if it logged."""
+    if _active() is None:
+        return False
+    import mlflow
+
+    mlflow.log_dict(data, artifact_file)
+    return True
+
+
+def set_tags(tags: Mapping[str, Any]) -> bool:
+    """Set tags on the active run (e.g. data lineage); True if it logged."""
+    if _active() is None:
+        return False
+    import mlflow
+
+    mlflow.set_tags({k: str(v) for k, v in tags.items()})
+    return True
+
+
+def write_metrics(path: str | os.PathLike, metrics: Mapping) -> Path:
+    """Write a stage's metrics JSON (a DVC metrics file) atomically and log its numbers to the active run."""
+    log_metrics(metrics)
+    return write_json(path, dict(metrics))
+
+
+def write_stage_metrics(layout: Layout, stage: str, headline: Mapping, details: Mapping) -> Path:
+    """Write a stage's flat headline as its DVC metrics file (`<layout.metrics>/<stage>.json`) and the breakdown
+    to `<layout.details>/<stage>.json` (a plain DVC out), both atomically; log both to the active run.
+
+    DVC shows every number of a metrics file as a column of `dvc metrics show` and `dvc exp show`: a breakdown
+    per stratum or per filter would bury the few numbers a person compares across experiments.
+    """
+    log_metrics({**details, **headline})
+    write_json(Path(layout.details) / f"{stage}.json", dict(details))
+    return write_json(Path(layout.metrics) / f"{stage}.json", dict(headline))
+
+
+def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:
+    """A nested mapping as one level, keys joined by `sep`; lists and other values kept as they are."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, name, sep))
+        else:
+            out[name] = value
+    return out
+
+
+def loggable(params: Mapping) -> dict[str, Any]:
+    """Params as MLflow logs them: flattened, with the credentials of any URL masked (`http://***@host/v1`)."""
+    return {k: redact_url(v) if isinstance(v, str) else v for k, v in flatten(params).items()}

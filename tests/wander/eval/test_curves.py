@@ -1,0 +1,38 @@
+"""Learning curves: points from a trainer's log history, read from model folders, drawn end to end."""
+
+import json
+
+import matplotlib.image
+
+from wander.eval.curves import CURVE_FILE, curve_points, plot_curves, read_curves
+
+
+def test_curve_points_keep_only_curve_entries_without_the_prefix():
+    history = [
+        {"step": 0, "curve/random/win": 0.4, "curve/minimax-0/loss": 1.0},
+        {"step": 10, "reward": 0.3},
+        {"step": 20, "curve/random/win": 0.5, "curve/minimax-0/loss": 0.9},
+    ]
+    assert curve_points(history) == [
+        {"step": 0, "random/win": 0.4, "minimax-0/loss": 1.0},
+        {"step": 20, "random/win": 0.5, "minimax-0/loss": 0.9},
+    ]
+
+
+def test_curves_are_read_in_row_order_and_drawn(tmp_path):
+    for name, win in (("grpo-a", 0.4), ("grpo-b", 0.6)):
+        (tmp_path / name).mkdir()
+        points = [{"step": 0, "random/win": win}, {"step": 10, "random/win": win + 0.1}]
+        (tmp_path / name / CURVE_FILE).write_text(json.dumps(points))
+    (tmp_path / "sft").mkdir()  # a model folder without a curve is skipped
+    dirs = {
+        "sft": str(tmp_path / "sft"),
+        "grpo-b": str(tmp_path / "grpo-b"),
+        "grpo-a": str(tmp_path / "grpo-a"),
+    }
+    curves = read_curves(dirs)
+    assert [name for name, _ in curves] == ["grpo-b", "grpo-a"]
+    png = plot_curves(curves, tmp_path / "curve.png")
+    assert matplotlib.image.imread(png).shape[1] > 600
+    empty = plot_curves([], tmp_path / "empty.png")  # the DVC output exists even without curves
+    assert empty.is_file()

@@ -1,0 +1,210 @@
+"""GRPO one decision per sample, for environments whose turns read only the current observation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from envs.tictactoe.board import optimal_moves
+from envs.tictactoe.players import MinimaxPlayer, board_of
+from wander import Reply, load_environment
+from wander.eval.curves import curve_points
+from wander.policies.scratch_model import load_tokenizer
+from wander.training import RolloutConfig, trainer_spec
+from wander.training.decision_rollout import DecisionRollout, branch_depth, play_decisions, untried_moves
+from wander.training.learning_curve import LearningCurveCallback
+
+from .conftest import cpu_args
+
+
+def scripted_turn(tokenizer, seed: int = 0):
+    """A 'model' that samples: minimax with random slips, so branches of one group can differ."""
+    player = MinimaxPlayer(0.5, seed=seed)
+
+    def turn(conversations):
+        prompts = [tokenizer.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
+        texts = [f"<move>{player.choose(board_of(c))}</move>" for c in conversations]
+        completions = [tokenizer.encode(t) + [tokenizer.eos_token_id] for t in texts]
+        return prompts, completions, None, texts
+
+    return turn
+
+
+def test_groups_share_a_prefix_then_branch_and_play_to_the_end(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(16)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4)
+    assert len(samples) == 64
+    depths = {branch_depth(spec, 4) for spec in groups}
+    assert depths == {0, 1, 2, 3}  # the seed spreads branch points over the game
+    for g in range(16):
+        group = samples[4 * g : 4 * g + 4]
+        assert len({tuple(s["prompt_ids"]) for s in group}) == 1  # one position per group
+        for s in group:
+            ep = s["episode"]
+            assert ep.done and ep.values and ep.error is None
+            # The prompt is the observation of one turn: system + the latest user message, never the history.
+            assert tokenizer.decode(s["prompt_ids"]).count("<|im_start|>user") == 1
+            assert s["completion_ids"][-1] == tokenizer.eos_token_id
+    rewards = [s["episode"].reward for s in samples]
+    assert len(set(rewards)) > 1
+
+
+def test_play_on_plays_every_turn_after_the_branch(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(16)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    later: list[int] = []
+
+    def play_on(conversations):  # deterministic: the first value-keeping move
+        later.append(len(conversations))
+        return [], [], None, [f"<move>{optimal_moves(board_of(c))[0]}</move>" for c in conversations]
+
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, play_on=play_on)
+    assert later and later[0] <= 64  # play_on answered the turns after the branch
+    outcomes: dict[tuple, set] = {}
+    for i, s in enumerate(samples):  # the opponent replies as a function of (seed, board): so, one outcome
+        outcomes.setdefault((i // 4, tuple(s["completion_ids"])), set()).add(s["episode"].reward)
+    assert all(len(rewards) == 1 for rewards in outcomes.values())
+    assert len(outcomes) > 16  # some groups branched into different moves
+
+
+def test_expected_play_on_rewards_each_branch_move_by_its_expected_outcome(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(8)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+
+    def policy(conversations):  # deterministic: the first value-keeping move
+        return [Reply(f"<move>{optimal_moves(board_of(c))[0]}</move>") for c in conversations]
+
+    def expect(branches):
+        expect.branches = branches
+        return env.expected_outcomes(branches, policy)
+
+    samples = play_decisions(env, specs, 4, scripted_turn(tokenizer), max_depth=4, expect=expect)
+    assert len(expect.branches) == 32
+    for s, (at_branch, reply) in zip(samples, expect.branches, strict=True):
+        ep = s["episode"]
+        assert reply.content == ep.replies[-1].content and len(at_branch.replies) == len(ep.replies) - 1
+        assert set(ep.values) >= {"win", "draw", "loss", "move_optimality"}
+    for s, (at_branch, reply) in list(zip(samples, expect.branches, strict=True))[::4]:
+        ep = s["episode"]
+        # The reward is the mean over many games that play this move, then the greedy policy, to the end.
+        games = []
+        for seed in range(400):
+            game = at_branch.fork()
+            game.state["seed"] = seed
+            env.advance(game, reply)
+            while not game.done:
+                env.advance(game, policy([env.observation(game)])[0])
+            games.append(game)
+        env.score(games)
+        sampled = sum(g.reward for g in games) / len(games)
+        assert abs(ep.reward - sampled) < 0.12, (ep.reward, sampled)  # ~5 standard errors
+
+
+def test_explore_replaces_the_last_samples_of_a_group_by_untried_legal_moves(tiny_model):
+    env = load_environment("tictactoe", history="current")
+    tokenizer = load_tokenizer(tiny_model)
+    explore = untried_moves(env, tokenizer, 0.5)
+    episode = env.start({"seed": 3, "random_move_prob": 0.5, "stratum": 0, "model_starts": True})
+    texts = ["<move>4</move>", "<move>0</move>", "<move>4</move>", "<move>4</move>"]
+    ids = [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in texts]
+    out_texts, out_ids = explore(episode, list(texts), list(ids))
+    assert out_texts[:2] == texts[:2] and out_ids[:2] == ids[:2]  # the sampled half stays
+    assert len(set(out_texts[2:])) == 2 and not set(out_texts[2:]) & {"<move>4</move>", "<move>0</move>"}
+    assert [tokenizer.decode(i, skip_special_tokens=True) for i in out_ids] == out_texts
+    assert explore(episode, list(texts), list(ids)) == (out_texts, out_ids)  # seeded by the episode
+
+
+def test_explored_moves_are_the_moves_played(tiny_model):
+    env = load_environment("tictactoe", history="current", num_train=64)
+    tokenizer = load_tokenizer(tiny_model)
+    groups = env.get_dataset("train").select(range(8)).to_list()
+    specs = [spec for spec in groups for _ in range(4)]
+    samples = play_decisions(
+        env,
+        specs,
+        4,
+        scripted_turn(tokenizer),
+        max_depth=4,
+        expect=lambda branches: [{"reward": 0.0} for _ in branches],  # stop at the branch move
+        explore=untried_moves(env, tokenizer, 0.5),
+    )
+    for g in range(8):
+        group = samples[4 * g : 4 * g + 4]
+        moves = [tokenizer.decode(s["completion_ids"], skip_special_tokens=True) for s in group]
+        assert [s["episode"].replies[-1].content for s in group] == moves
+        assert not set(moves[2:]) & set(moves[:2]) or len(set(moves)) == len(set(moves[:2]))
+
+
+@pytest.mark.parametrize(("play_on", "needs"), [("expected", "expected_outcomes"), ("best", "best_outcomes")])
+def test_expected_and_best_play_on_need_an_env_that_implements_them(play_on, needs):
+    with pytest.raises(ValueError, match=needs):
+        DecisionRollout(load_environment("reverse_text"), play_on=play_on)
+    assert DecisionRollout(load_environment("tictactoe"), play_on=play_on).play_on == play_on
+
+
+def decision_trainer(sft_model, tmp_path, explore: float = 0.5):
+    """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    env = load_environment("tictactoe", history="current", num_groups=2, num_train=64)
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=16,
+        num_generations=4,
+        max_completion_length=16,
+        learning_rate=1e-3,
+        temperature=1.5,  # the short SFT start is sharp; groups need some spread
+    )
+    # Half of each group plays moves the group did not sample: the short SFT start may make every sampled move
+    # invalid (on some CPUs it does), and a group whose samples all score alike gives no gradient.
+    rollout = RolloutConfig(explore=explore)
+    return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args, rollout=rollout)
+
+
+def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):
+    env, trainer = decision_trainer(sft_model, tmp_path)
+    assert isinstance(trainer.rollout_func, DecisionRollout)
+    curve = LearningCurveCallback(env, trainer, every=2)
+    trainer.add_callback(curve)
+    rollouts = []
+    inner = trainer.rollout_func
+    trainer.rollout_func = lambda prompts, t: rollouts.append(inner(prompts, t)) or rollouts[-1]
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    assert any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
+    assert any("rewards/episode/mean" in h for h in trainer.state.log_history)
+    # The learning curve: the start model at step 0, then every 2 steps, as logged metrics.
+    points = curve_points(trainer.state.log_history)
+    assert [p["step"] for p in points] == [0, 2] == [h["step"] for h in curve.history]
+    for point in points:
+        assert 0.0 <= point["random/win"] <= 1.0 and 0.0 <= point["minimax-0/loss"] <= 1.0
+        assert point["random/win"] + point["random/loss"] <= 1.0 + 1e-9
+    for out in rollouts:
+        assert all(set(mask) == {1} for mask in out["env_mask"])  # a sample is one model turn, no env tokens
+        assert all(len(ids) <= 16 for ids in out["completion_ids"])
+
+
+def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):
+    env, trainer = decision_trainer(sft_model, tmp_path)
+    scores = iter([1.0, 0.5, 0.0])  # the start model scores best, then worse at every point
+    env.curve_score = lambda values: next(scores)
+    curve = LearningCurveCallback(env, trainer, every=1, keep_best=True)
+    trainer.add_callback(curve)
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train()
+    assert [h["step"] for h in curve.history] == [0, 1, 2]
+    assert [h["curve/score"] for h in curve.history] == [1.0, 0.5, 0.0]
+    assert all(torch.equal(v, start[k]) for k, v in trainer.model.state_dict().items())  # back to step 0
+    kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
+    assert kept[-1]["curve_best/step"] == 0 and kept[-1]["curve_best/score"] == 1.0
+    assert (tmp_path / "curve_best.safetensors").exists() and (tmp_path / "curve_best.json").exists()
+    assert [p["step"] for p in curve_points(trainer.state.log_history)] == [0, 1, 2]  # no extra curve point

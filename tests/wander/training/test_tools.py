@@ -1,0 +1,125 @@
+"""Tool-calling envs under GRPO through TRL's environment_factory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from datasets import Dataset
+from transformers.utils import get_json_schema
+
+from wander import Rubric, ToolEnv, XMLParser
+from wander.training import RolloutConfig, trainer_spec
+from wander.training.episode_data import SPEC_KEY, dump_spec
+from wander.training.tools import as_env_messages, base_system_prompt, score_sessions, session_class
+
+from .conftest import cpu_args
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: the first number
+        b: the second number
+    """
+    return a + b
+
+
+def calculator() -> ToolEnv:
+    parser = XMLParser(("answer",), answer_field="answer")
+
+    def correct(completion, answer, parser):
+        return float(parser.parse_answer(completion) == answer)
+
+    def tool_calls(state):
+        return float(state.get("tool_calls", 0))
+
+    rows = [
+        {"prompt": f"{a} + {b}?", "answer": str(a + b), "stratum": a % 2} for a in range(4) for b in range(4)
+    ]
+    return ToolEnv(
+        tools=[add],
+        dataset={"train": Dataset.from_list(rows)},
+        rubric=Rubric([correct, tool_calls], [1.0, 0.0], parser=parser),
+        parser=parser,
+        system_prompt="Answer in <answer> tags.",
+        max_turns=3,
+    )
+
+
+def test_the_env_tools_become_trl_environment_methods_run_by_the_env():
+    env = calculator()
+    session = session_class(env)(env)
+    assert get_json_schema(session.add) == env.tool_schemas[0]
+    session.reset(**{SPEC_KEY: dump_spec({"prompt": "2 + 40?", "answer": "42"})})
+    assert session.add(a=2, b=40) == "42"
+    assert session.add(a=2).startswith("Error: TypeError")  # errors go back to the model, as in env.evaluate
+    assert session._episode.state["tool_calls"] == 2 and session._episode.state["tool_errors"] == 1
+    assert base_system_prompt(env) == "Answer in <answer> tags."
+
+
+def test_trl_completions_are_scored_as_env_episodes():
+    env = calculator()
+    session = session_class(env)(env)
+    session.reset(**{SPEC_KEY: dump_spec({"prompt": "2 + 40?", "answer": "42"})})
+    session.add(a=2, b=40)
+    call = {"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 40}}}
+    completion = [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": "add", "content": "42"},
+        {"role": "assistant", "content": "<answer>42</answer>"},
+    ]
+    [(reward, values)] = score_sessions(env, [completion], [session])
+    assert reward == 1.0 and values == {"correct": 1.0, "tool_calls": 1.0}
+    messages = as_env_messages(completion)
+    assert json.loads(messages[0]["content"].removeprefix("<tool_call>").removesuffix("</tool_call>")) == {
+        "name": "add",
+        "arguments": {"a": 2, "b": 40},
+    }
+    assert session._episode.messages[-3:] == messages
+
+
+@pytest.mark.slow
+def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_model, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    env = calculator()
+    # In TRL's tool loop max_completion_length caps the whole completion, tool results included.
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=96,
+    )
+    trainer = env >> trainer_spec(GRPOTrainer, model=tiny_model, args=args)
+    assert trainer.environment_factories is not None and [t.__name__ for t in trainer.tools] == ["add"]
+    assert trainer.train_dataset[0]["prompt"][0] == {"role": "system", "content": "Answer in <answer> tags."}
+    tokenizer = trainer.processing_class
+
+    def scripted(prompt_ids, *args, **kwargs):
+        """Call the tool with the question's numbers, then answer with its result."""
+        out = []
+        for ids in prompt_ids:
+            text = tokenizer.decode(ids)
+            if "<|im_start|>tool" in text:
+                result = text.rsplit("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]
+                reply = f"<answer>{result}</answer>"
+            else:
+                a, b = text.rsplit("<|im_start|>user\n", 1)[1].split("?")[0].split(" + ")
+                call = {"name": "add", "arguments": {"a": int(a), "b": int(b)}}
+                reply = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+            out.append(tokenizer.encode(reply) + [tokenizer.eos_token_id])
+        return out, None
+
+    trainer._generate_single_turn = scripted  # TRL's tool loop, our sessions and rubric; a scripted model
+    trainer.train()
+    logged = trainer.state.log_history[0]
+    assert logged["tools/call_frequency"] == 1.0 and logged["tools/failure_frequency"] == 0.0
+    assert logged["rewards/correct/mean"] == 1.0 and logged["rewards/tool_calls/mean"] == 1.0
+    text = env >> trainer_spec(
+        GRPOTrainer, model=tiny_model, args=args, rollout=RolloutConfig(tool_protocol="rollout_func")
+    )
+    assert text.rollout_func is not None and not text.tools

@@ -1,0 +1,269 @@
+"""The environment abstraction: one object defines a task and serves every consumer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from wander.core.episode import Episode, EvalResult, aggregate
+from wander.core.parser import XMLParser
+from wander.core.policy import Message, Policy, Reply
+from wander.core.rubric import Rubric
+from wander.core.suite import PipelineHooks
+
+
+class Environment(PipelineHooks):
+    """A multi-turn environment: dataset of episode specs, rubric, parser, interaction rules.
+
+    Subclasses override the episode protocol: `setup_state`, `initial_messages`,
+    `env_response` (the environment's answer to each model turn) and `is_done`. Everything
+    else (the game API, batched rollouts, evaluation) is shared, so training and evaluation
+    run the exact same episode code. What the pipeline asks of an env (its evaluation suite, spec checks,
+    curation defaults, teacher) has defaults in `wander.core.suite.PipelineHooks`.
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset: dict[str, Any] | None = None,
+        rubric: Rubric | None = None,
+        parser: XMLParser | None = None,
+        system_prompt: str = "",
+        max_turns: int = 8,
+        name: str | None = None,
+    ):
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        self.dataset = dataset or {}
+        self.parser = parser or XMLParser()
+        self.rubric = rubric or Rubric(parser=self.parser)
+        if self.rubric.parser is None:
+            self.rubric.parser = self.parser
+        self.system_prompt = system_prompt
+        self.max_turns = max_turns
+        self.name = name or type(self).__name__
+        self.full_history = True  # every turn reads the whole conversation (see `observation`)
+        self._episode: Episode | None = None
+
+    # ----- episode protocol (override in subclasses) -----
+
+    def setup_state(self, spec: dict) -> dict:
+        """Per-episode state at the start of an episode."""
+        return {}
+
+    def initial_messages(self, spec: dict, state: dict) -> list[Message]:
+        """System prompt plus the spec's prompt (a string or a list of messages)."""
+        prompt = spec["prompt"]
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        if self.system_prompt:
+            messages.insert(0, {"role": "system", "content": self.system_prompt})
+        return messages
+
+    def env_response(self, messages: list[Message], state: dict) -> list[Message]:
+        """The environment's reply to the latest model turn; set state['done'] to end the episode."""
+        state["done"] = True
+        return []
+
+    def is_done(self, messages: list[Message], state: dict) -> bool:
+        """Whether the episode is over (the turn limit is checked separately)."""
+        return bool(state.get("done"))
+
+    def observation(self, episode: Episode) -> list[Message]:
+        """What the policy reads before its next turn: by default the whole conversation so far."""
+        return episode.messages
+
+    def training_conversations(self, messages: list[Message]) -> list[list[Message]]:
+        """What SFT trains on for one played episode: the whole conversation, or with per-turn observations
+        (`full_history` False) one conversation per model turn: what that turn read, then its reply."""
+        if self.full_history:
+            return [messages]
+        return [
+            self.observation(Episode(spec={}, messages=messages[:i], state={}, prompt_len=0)) + [message]
+            for i, message in enumerate(messages)
+            if message["role"] == "assistant"
+        ]
+
+    def make_spec(self, seed: int) -> dict:
+        """The episode spec for a seed; by default a row of the train split chosen by the seed."""
+        train = self.get_dataset("train")
+        return dict(train[seed % len(train)])
+
+    def corpus(self) -> Iterator[str]:
+        """Every string the environment can show a model (used to build tokenizers)."""
+        if self.system_prompt:
+            yield self.system_prompt
+        for split in self.dataset.values():
+            for row in split:
+                yield from (m["content"] for m in self.initial_messages(row, self.setup_state(row)))
+
+    # ----- data -----
+
+    def get_dataset(self, split: str = "train"):
+        """The `datasets.Dataset` of episode specs for a split."""
+        if split not in self.dataset:
+            raise KeyError(f"{self.name} has no split {split!r}; available: {sorted(self.dataset)}")
+        return self.dataset[split]
+
+    @property
+    def is_single_turn(self) -> bool:
+        """True when an episode is exactly one model turn."""
+        return self.max_turns == 1
+
+    # ----- episodes -----
+
+    def start(self, spec: dict) -> Episode:
+        """A fresh episode for a spec, ready for the first model turn."""
+        state = self.setup_state(spec)
+        state.update(turn=0, done=False)
+        messages = self.initial_messages(spec, state)
+        return Episode(spec=dict(spec), messages=messages, state=state, prompt_len=len(messages))
+
+    def advance(self, episode: Episode, reply: Reply) -> None:
+        """Apply one model turn to an episode and append the environment's answer."""
+        episode.messages.append(reply.message())
+        episode.replies.append(reply)
+        episode.state["turn"] += 1
+        try:
+            episode.messages.extend(self.env_response(episode.messages, episode.state))
+        except Exception as exc:  # noqa: BLE001 - a broken episode is reported, not fatal to the batch
+            episode.error = f"env_response: {type(exc).__name__}: {exc}"
+            episode.state["done"] = True
+        episode.done = (
+            self.is_done(episode.messages, episode.state) or episode.state["turn"] >= self.max_turns
+        )
+
+    def score(self, episodes: Sequence[Episode]) -> None:
+        """Fill reward, per-function values and errors of finished episodes."""
+        scores = self.rubric.score(
+            [
+                {
+                    "prompt": ep.prompt,
+                    "completion": ep.completion,
+                    "state": ep.state,
+                    "answer": ep.spec.get("answer"),
+                    "info": ep.spec,
+                }
+                for ep in episodes
+            ]
+        )
+        for ep, s in zip(episodes, scores, strict=True):
+            ep.values = s.values
+            ep.error = ep.error or s.error
+            ep.reward = 0.0 if ep.error else s.reward
+
+    def rollout(
+        self, policy: Policy, specs: Sequence[dict], max_batch_size: int | None = None
+    ) -> list[Episode]:
+        """Play one episode per spec; each turn, all live episodes go to the policy as one batch."""
+        episodes = [self.start(spec) for spec in specs]
+        while live := [ep for ep in episodes if not ep.done]:
+            step = max_batch_size or len(live)
+            for i in range(0, len(live), step):
+                chunk = live[i : i + step]
+                replies = policy([self.observation(ep) for ep in chunk])
+                if len(replies) != len(chunk):
+                    raise ValueError(
+                        f"policy {type(policy).__name__} returned {len(replies)} replies for {len(chunk)} "
+                        "conversations; a policy must answer every conversation in order"
+                    )
+                for ep, reply in zip(chunk, replies, strict=True):
+                    self.advance(ep, reply if isinstance(reply, Reply) else Reply(str(reply)))
+        self.score(episodes)
+        return episodes
+
+    def evaluate(
+        self,
+        policy: Policy,
+        n: int | None = None,
+        split: str = "eval",
+        specs: Sequence[dict] | None = None,
+        max_batch_size: int | None = None,
+    ) -> EvalResult:
+        """Play `n` episodes of a split (or the given specs) and aggregate metrics with 95% CIs."""
+        if specs is None:
+            data = self.get_dataset(split)
+            count = len(data) if n is None else min(n, len(data))
+            specs = [data[i] for i in range(count)]
+        episodes = self.rollout(policy, specs, max_batch_size=max_batch_size)
+        return EvalResult(trajectories=episodes, metrics=aggregate(episodes, self.rubric.names))
+
+    __call__ = evaluate
+
+    def curve_metrics(self, policy: Policy, n: int = 64) -> dict[str, float]:
+        """A small frozen suite for learning curves: rubric means over the first `n` eval episodes."""
+        result = self.evaluate(policy, n=n, split="eval")
+        return {name: stats["mean"] for name, stats in result.metrics.items()}
+
+    def curve_score(self, values: dict[str, float]) -> float:
+        """One number ranking learning-curve points (higher is better): here the suite's mean reward."""
+        return values["reward"]
+
+    def candidate_replies(self, episode: Episode) -> list[str]:
+        """Every distinct reply worth trying at the episode's current turn (its action space), for exploration;
+        empty when the env cannot enumerate its actions (free text)."""
+        return []
+
+    def expected_outcomes(
+        self, branches: Sequence[tuple[Episode, Reply]], policy: Policy
+    ) -> list[dict[str, float]]:
+        """Expected reward and rubric values of each episode after its reply, summed over every outcome of the
+        env's own randomness, `policy` (greedy) playing on: only for envs whose randomness can be enumerated."""
+        raise NotImplementedError(
+            f"{self.name} cannot enumerate its randomness, so it has no expected outcomes: use decision rollouts "
+            "with play_on='sample' or 'greedy' (tic-tac-toe implements expected_outcomes)"
+        )
+
+    def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
+        """Expected reward and rubric values of each episode after its reply, over every outcome of the env's own
+        randomness, with the env's own best play after it: only for envs that can solve themselves."""
+        raise NotImplementedError(
+            f"{self.name} has no solver to play on after a move: use decision rollouts with play_on='sample', "
+            "'greedy' or 'expected' (tic-tac-toe implements best_outcomes)"
+        )
+
+    def __rshift__(self, trainer: Any) -> Any:
+        """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: the spec composes itself (`__rrshift__`), so
+        the core never imports the training layer; anything else on the right is refused here, saying what works."""
+        if callable(getattr(type(trainer), "__rrshift__", None)):
+            return NotImplemented
+        raise TypeError(
+            f"env >> {trainer!r}: the right-hand side of `>>` is trainer_spec(Trainer, model=..., args=...) from "
+            "wander.training; compose(env, Trainer, ...) takes a class or functools.partial"
+        )
+
+    # ----- Gymnasium-style game API for one episode -----
+
+    def reset(self, seed: int | None = None, spec: dict | None = None) -> str:
+        """Start one episode from a seed (or an explicit spec); return the first observation."""
+        if spec is None:
+            if seed is None:
+                raise ValueError("reset needs a seed or a spec: every episode is a function of its seed")
+            spec = self.make_spec(seed)
+        self._episode = self.start(spec)
+        return self._episode.messages[-1]["content"]
+
+    def step(self, action: str) -> tuple[str, float, bool, dict]:
+        """Play the model's message; return (observation, reward, done, info)."""
+        ep = self._episode
+        if ep is None or ep.done:
+            raise RuntimeError("step() called without a live episode; call reset(seed) first")
+        self.advance(ep, Reply(action))
+        last = ep.messages[-1]
+        observation = "" if last["role"] == "assistant" else last["content"]
+        if ep.done:
+            self.score([ep])
+        info = {"state": ep.state, "values": ep.values, "error": ep.error}
+        return observation, (ep.reward if ep.done else 0.0), ep.done, info
+
+    @property
+    def episode(self) -> Episode | None:
+        """The episode driven by reset/step, for inspection."""
+        return self._episode
+
+
+class SingleTurnEnv(Environment):
+    """One model turn per episode: prompt in, answer scored."""
+
+    def __init__(self, **kwargs: Any):
+        kwargs["max_turns"] = 1
+        super().__init__(**kwargs)

@@ -1,0 +1,136 @@
+"""What the pipeline asks an environment instead of knowing it: evaluation suite, spec checks, curation, teacher.
+
+`Environment` inherits these defaults, which fit any rubric-scored environment whose specs carry a `stratum`:
+the evaluation suite is every difficulty stratum of the eval and test splits, scored by the rubric's means with
+95% intervals. A game against opponents (tic-tac-toe) overrides them with its opponent matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from wander.core.episode import Episode
+from wander.core.policy import Policy
+
+
+@dataclass(frozen=True)
+class SpecChecks:
+    """What every episode spec of an env holds, for the pipeline's validation (generate, synthesize, curate)."""
+
+    columns: tuple[str, ...] = ("seed", "stratum")
+    """Every spec column, in order: what the generate stage writes."""
+    strata: int = 1
+    """Difficulty strata `0..strata-1`, balanced in every split."""
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Numeric columns and their bounds."""
+    sets: dict[str, list] = field(default_factory=dict)
+    """Columns whose values come from a fixed set."""
+    kept: tuple[str, ...] = ()
+    """Spec columns an SFT row keeps besides seed and stratum (what its checks read)."""
+    means: dict[str, str] = field(default_factory=dict)
+    """Generate's per-split summary: reported name -> spec column whose mean it is."""
+
+
+class PipelineHooks:
+    """The pipeline's questions to an environment, with defaults for a rubric-scored env with strata."""
+
+    evaluation_suite = "rubric"
+    """"rubric": rubric means per stratum x split (wander/eval/rubric_report.py); "matrix": a game's opponent matrix."""
+    suite_sides: tuple[str, ...] = ("eval", "test")
+    """The second level of the suite's columns (tic-tac-toe: who moves first; default: the split)."""
+    headline_metric = "reward"
+    """The metric reports plot and register compares when none is named."""
+    outcomes: tuple[str, ...] = ()
+    """Labels `state["outcome"]` takes at the end of an episode; () when episodes have none."""
+    teacher_skill = 0.5
+    """The embedded teacher's default slip rate."""
+    reference_policies: tuple[str, ...] = ("expert",)
+    """Scripted rows `wander eval` plays when given no policy (`expert`: the teacher without slips)."""
+
+    @property
+    def teacher_model(self) -> str:
+        """The model name the embedded teacher answers to."""
+        return f"{self.name}-teacher"
+
+    def suite_groups(self) -> list[str]:
+        """The suite's default column groups: one per difficulty stratum."""
+        return [f"stratum-{k}" for k in range(self.spec_checks().strata)]
+
+    def check_suite_groups(self, names: Sequence[str]) -> None:
+        """Raise ValueError naming the accepted groups when one of `names` is not a column group of this env."""
+        known = self.suite_groups()
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"{self.name} has no suite column(s) {unknown}; its columns are {known}")
+
+    def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
+        """`games` specs per (group, side), cell after cell: the first of the split's specs in that stratum."""
+        self.check_suite_groups(groups)
+        strata = self.suite_groups()
+        specs = []
+        for group in groups:
+            stratum = strata.index(group)
+            for side in self.suite_sides:
+                # The splits are frozen by the env's own seed: the suite seed has nothing left to choose.
+                rows = [r for r in self.get_dataset(side) if r.get("stratum", 0) == stratum][:games]
+                if len(rows) < games:
+                    raise ValueError(
+                        f"{self.name}: the {side} split has {len(rows)} episodes in {group}, fewer than the "
+                        f"{games} games per cell asked; lower evaluate.games or grow the split"
+                    )
+                specs += [{**r, "opponent": group, "side": side} for r in rows]
+        return specs
+
+    def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]] | None:
+        """Exact expected metrics of a deterministic policy per group (no sampling noise), when the env can."""
+        return None
+
+    exact_note = ""
+    """How the exact results are computed, for the report."""
+
+    def worst_case(self, policy: Policy) -> dict[str, dict] | None:
+        """Per side, a deterministic policy's outcome against an opponent that knows its every move (the best
+        response) and the line to it, when the env can compute it."""
+        return None
+
+    def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
+        """Other games that teach the same moves as this one (tic-tac-toe: its images under the board's
+        symmetries), for curate's `augment`; none by default."""
+        return []
+
+    def render_episode(self, episode: Episode) -> str:
+        """An episode as plain text for a report: every message, role first."""
+        return "\n".join(f"[{m['role']}] {m.get('content') or ''}" for m in episode.messages).replace(
+            "`", "'"
+        )
+
+    def spec_checks(self) -> SpecChecks:
+        """What this env's episode specs hold: by default the columns and strata of its train split."""
+        first = self.get_dataset("train")[0]
+        strata = {int(r.get("stratum", 0)) for s in ("train", "eval", "test") for r in self.get_dataset(s)}
+        return SpecChecks(columns=tuple(first), strata=max(strata) + 1)
+
+    def curation_defaults(self) -> dict[str, Any]:
+        """Curate's filters when params leave them null: allowed outcomes and rubric floors."""
+        return {"allowed_outcomes": list(self.outcomes), "min_values": {}}
+
+    def teacher_policy(self, skill: float, seed: int) -> Policy:
+        """The scripted teacher the embedded server plays with, at a slip rate, seeded per request."""
+        raise ValueError(
+            f"{self.name} has no embedded teacher; set synthesize.teacher_url to a real endpoint"
+        )
+
+    def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
+        """A scripted player of this env by name (`teacher`, `expert-<slip>`: the teacher), or None for others."""
+        if name == "teacher":
+            return self.teacher_policy(self.teacher_skill, seed)
+        kind, _, slip = name.partition("-")
+        if kind != "expert":
+            return None
+        try:
+            skill = float(slip) if slip else 0.0
+        except ValueError:
+            raise ValueError(f"bad slip rate in {name!r}; write e.g. expert-0.25") from None
+        return self.teacher_policy(skill, seed)

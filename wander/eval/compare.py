@@ -1,0 +1,84 @@
+"""Is B better than A? Per column of the matrix, decided by the 95% intervals, never by raw means.
+
+B is better in a column when its interval lies wholly above A's (wholly below for loss and invalid rates), worse in
+the mirror case, and otherwise there is no clear difference. Non-overlapping 95% intervals are a conservative test:
+a "better" is a difference the games really show; "no clear difference" says more games are needed to tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from wander.eval.matrix import RATES, pooled
+
+BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
+LOWER_IS_BETTER = ("loss", "invalid")
+
+
+def verdict(a: dict[str, float], b: dict[str, float], metric: str = "non_loss") -> str:
+    """`better`, `worse` or `no clear difference` for B against A, from their intervals."""
+    above = b["ci_low"] > a["ci_high"]
+    below = b["ci_high"] < a["ci_low"]
+    if metric in LOWER_IS_BETTER:
+        above, below = below, above
+    return BETTER if above else WORSE if below else UNCLEAR
+
+
+def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: str = "non_loss") -> list[dict]:
+    """One entry per column (opponent x side) of A, then the pooled `all` column: both rates and the verdict."""
+    if not rows_a or not rows_b:
+        raise ValueError("compare needs the matrix rows of both policies; one of them has none")
+    # A game matrix compares its rates; a rubric suite's rows carry each rubric metric with its spread.
+    means = sorted(k.removesuffix("_sd") for k in rows_a[0] if k.endswith("_sd"))
+    if metric not in (means or RATES):
+        raise ValueError(f"cannot compare on {metric!r}; choose a rate: {', '.join(means or RATES)}")
+    b_cells = {(r["opponent"], r["side"]): r for r in rows_b}
+    missing = [f"{r['opponent']} ({r['side']})" for r in rows_a if (r["opponent"], r["side"]) not in b_cells]
+    if missing:
+        raise ValueError(f"B was not evaluated on {', '.join(missing)}; evaluate both on the same opponents")
+    columns = [((r["opponent"], r["side"]), [r], [b_cells[r["opponent"], r["side"]]]) for r in rows_a]
+    columns.append((("all", "both"), list(rows_a), [b_cells[r["opponent"], r["side"]] for r in rows_a]))
+    out = []
+    for (opponent, side), a_rows, b_rows in columns:
+        a, b = pooled(a_rows, metric), pooled(b_rows, metric)
+        out.append(
+            {
+                "opponent": opponent,
+                "side": side,
+                "metric": metric,
+                "a": a["mean"],
+                "a_ci_low": a["ci_low"],
+                "a_ci_high": a["ci_high"],
+                "b": b["mean"],
+                "b_ci_low": b["ci_low"],
+                "b_ci_high": b["ci_high"],
+                "verdict": verdict(a, b, metric),
+            }
+        )
+    return out
+
+
+def is_better(comparisons: Sequence[dict]) -> bool:
+    """B beats A: clearly better in at least one column and clearly worse in none."""
+    verdicts = [c["verdict"] for c in comparisons]
+    return BETTER in verdicts and WORSE not in verdicts
+
+
+def conclusion(comparisons: Sequence[dict], a: str = "A", b: str = "B") -> str:
+    """One sentence summing up the per-column verdicts."""
+    columns = [c for c in comparisons if c["opponent"] != "all"]
+    better = sum(c["verdict"] == BETTER for c in columns)
+    worse = sum(c["verdict"] == WORSE for c in columns)
+    n, metric = len(columns), comparisons[0]["metric"] if comparisons else "non_loss"
+    if better and not worse:
+        return f"{b} is better than {a} on {metric}: better in {better} of {n} columns, worse in none."
+    if worse and not better:
+        return f"{b} is worse than {a} on {metric}: worse in {worse} of {n} columns, better in none."
+    if better and worse:
+        return f"mixed: {b} is better than {a} in {better} of {n} columns and worse in {worse}."
+    pooled_verdict = comparisons[-1]["verdict"] if comparisons else UNCLEAR
+    if pooled_verdict != UNCLEAR:
+        return (
+            f"no single column differs clearly, but pooled over all columns {b} is {pooled_verdict} than {a}."
+        )
+    return f"no clear difference between {a} and {b} on {metric} in any column; play more games to tell."

@@ -1,0 +1,102 @@
+"""What an evaluation plays: the policies (rows), the env's suite columns, games per cell, decoding, outputs.
+
+The one definition of these settings and their defaults: `wander eval`, `wander compare` and the pipeline's
+evaluate stage (whose params section is this class) all read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as checked
+
+from wander.policies.loading import is_scripted_name
+from wander.policies.vllm_server_config import VLLMServerConfig
+
+VLLMServer = checked(VLLMServerConfig, config=ConfigDict(extra="forbid"))
+"""`VLLMServerConfig` with unknown keys refused, as a config field."""
+
+
+class EvaluateConfig(BaseModel):
+    """The evaluation matrix: rows are policies, columns the env's suite (tic-tac-toe: opponents x who starts;
+    others: difficulty strata x splits); every cell plays the same frozen games (seeded by `seed` alone). The env's
+    settings (board text, turn limit) are the `env` section's."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
+
+    policies: dict[str, str] = Field(default_factory=lambda: {"teacher": "teacher"}, min_length=1)
+    """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order;
+    `teacher` is the env's embedded teacher at its default slip rate (tic-tac-toe: expert-0.5)."""
+    references: list[str] | None = None
+    """Scripted rows after `policies` (row name = spec); null = the env's `reference_policies` (tic-tac-toe:
+    minimax, random; others: expert, the teacher without slips); [] = none."""
+    opponents: list[str] | None = Field(None, min_length=1)
+    """Column groups, weakest first (tic-tac-toe: `random` or `minimax-<random-move probability>`; others:
+    `stratum-<k>`); null = the env's own (`suite_groups`), checked by the env when the stage runs."""
+    games: int = Field(200, ge=1)
+    """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
+    seed: int = 0
+    """Seed of the frozen suite and of the policies."""
+    temperature: float = Field(0.0, ge=0.0)
+    """0 = greedy decoding; above 0 samples."""
+    max_new_tokens: int = Field(16, ge=1)
+    """Longest model reply per turn."""
+    max_batch_size: int | None = Field(512, ge=1)
+    """Most conversations per policy call; null sends every live game of a row at once."""
+    api_model: str | None = None
+    """Model name sent to OpenAI-compatible endpoints; null = the model the endpoint serves (from its /models)."""
+    out_dir: str = "data/eval"
+    """Folder of the metrics, CSV, plots and report."""
+    baseline: str | None = "teacher"
+    """Row the report compares the others against; null = the first row."""
+    progress: bool = False
+    """Show a progress bar per policy (stderr)."""
+    vllm_rows: list[str] = Field(default_factory=list)
+    """Rows (model folders or hub ids) played through vLLM instead of transformers: the stage serves each one with
+    vLLM (`make vllm`) on a loopback port for its games, then stops it. Empty: no vLLM."""
+    vllm: VLLMServer = Field(default_factory=VLLMServer)
+    """How those servers start (wander/policies/vllm_server_config.py): vLLM's venv, dtype, context, KV cache."""
+
+    @field_validator("opponents")
+    @classmethod
+    def _distinct_opponents(cls, value: list[str] | None) -> list[str] | None:
+        # Which names exist is the env's to say (`check_suite_groups`), when the stage has loaded it.
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"opponents {value} repeat a name; list each opponent once")
+        return value
+
+    @model_validator(mode="after")
+    def _vllm_rows_are_models(self) -> EvaluateConfig:
+        for name in self.vllm_rows:
+            spec = self.policies.get(name)
+            if spec is None:
+                raise ValueError(
+                    f"vllm_rows names {name!r}, not a policy row; rows are {list(self.policies)}"
+                )
+            if is_scripted_name(spec) or spec.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"vllm_rows: row {name!r} is {spec!r}, not a model folder or hub id vLLM can serve"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _baseline_is_a_row(self) -> EvaluateConfig:
+        if self.baseline is not None and self.baseline not in self.policies:
+            raise ValueError(
+                f"baseline {self.baseline!r} is not a policy row; rows are {list(self.policies)}"
+            )
+        if not math.isfinite(self.temperature):
+            raise ValueError("temperature must be finite")
+        return self
+
+    def rows(self, reference_policies: Sequence[str]) -> dict[str, str]:
+        """Every row, name -> spec: `policies`, then the references (the env's `reference_policies` when null)."""
+        references = reference_policies if self.references is None else self.references
+        return {**self.policies, **{name: name for name in references if name not in self.policies}}
+
+    @property
+    def decoding(self) -> str:
+        """How models pick tokens, as reports say it."""
+        return "greedy" if self.temperature == 0 else f"sampled (temperature {self.temperature:g})"

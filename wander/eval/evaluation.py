@@ -1,0 +1,100 @@
+"""An evaluation from start to written report: the env's suite for every policy, then metrics, tables, plots.
+
+The env decides the suite (`evaluation_suite`): a game's opponent matrix (`wander.eval.report` writes it) or rubric
+means per difficulty stratum and split (`wander.eval.rubric_report`). `wander eval` and the pipeline's evaluate stage
+both call `evaluate`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from wander.core.atomic_io import write_text
+from wander.core.environment import Environment
+from wander.core.policy import Policy
+from wander.eval import report, rubric_report
+from wander.eval.config import EvaluateConfig
+from wander.eval.curves import plot_curves, read_curves
+from wander.eval.matrix import MatrixInterrupted, MatrixResult, run_matrix
+from wander.eval.report import OUTPUTS
+
+logger = logging.getLogger(__name__)
+
+# The module that writes a suite's outputs, by the env's `evaluation_suite`.
+REPORTS = {"matrix": report, "rubric": rubric_report}
+
+
+def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+    """The few numbers `dvc metrics` shows, as the suite's report computes them."""
+    return REPORTS[result.suite].headline_metrics(result, baseline)
+
+
+def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline: str | None = None) -> dict:
+    """Every output of the suite under `out_dir` (each file written atomically); their paths by kind."""
+    suite = REPORTS[result.suite]
+    paths = {kind: Path(out_dir) / name for kind, name in OUTPUTS.items()}
+    write_text(paths["metrics"], json.dumps(suite.headline_metrics(result, baseline), indent=2) + "\n")
+    write_text(paths["matrix"], json.dumps(suite.matrix_dict(result, seed), indent=2) + "\n")
+    write_text(paths["csv"], report.csv_text(result.rows))
+    metric, labels = suite.plot_labels(result)
+    report.plot_heatmap(result, paths["heatmap"], metric, labels)
+    report.plot_bars(result, paths["bars"], metric, labels)
+    plot_curves(result.curves, paths["curve"])
+    write_text(paths["report"], suite.markdown_report(result, seed, baseline))
+    return paths
+
+
+def text_table(result: MatrixResult) -> str:
+    """The suite as a fixed-width table for a terminal."""
+    return REPORTS[result.suite].text_table(result)
+
+
+def evaluate(
+    config: EvaluateConfig,
+    built: Mapping[str, Policy] | None = None,
+    env: Environment | Mapping[str, Any] | None = None,
+    play_in: Callable[[Environment, int], Environment] | None = None,
+) -> MatrixResult:
+    """The matrix with its outputs written under `config.out_dir`; `built`: ready policies by row name; `env` and
+    `play_in` as `run_matrix` takes them.
+
+    The output folder is checked before any game is played; when a policy row fails, the rows that finished are
+    written there before the error goes on (`MatrixInterrupted` says so).
+    """
+    check_out_dir(config.out_dir)
+    try:
+        result = run_matrix(config, built, env, play_in)
+    except MatrixInterrupted as stopped:
+        partial = stopped.partial
+        baseline = config.baseline if config.baseline in partial.policies else None
+        write_report(partial, config.out_dir, config.seed, baseline)
+        stopped.saved_to = str(config.out_dir)
+        raise
+    result.curves = read_curves(config.policies)
+    paths = write_report(result, config.out_dir, config.seed, config.baseline)
+    logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    return result
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """Make sure the report can be written to `out_dir` (created if missing) before any game is played."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"output folder {out} is an existing file, not a folder; name a folder (it is created if missing)"
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create the output folder {out}: {e.strerror or e}") from e
+    taken = [name for name in OUTPUTS.values() if (out / name).is_dir()]
+    if taken:
+        raise ValueError(f"output folder {out} has folders where the report writes files: {', '.join(taken)}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"output folder {out} is not writable")
+    return out

@@ -1,0 +1,250 @@
+"""GRPO one decision at a time, for environments whose every turn reads a fresh observation (no history).
+
+When a model turn sees only the current observation (tic-tac-toe with `history="current"`), a whole episode is not
+one token sequence, so it cannot be one GRPO sample. Here a sample is one decision instead: each group of
+`num_generations` samples shares an episode spec, plays a common prefix of `depth` model turns (depth drawn from the
+spec's seed), then branches: every sample answers the same position once (the tokens that carry the loss), then
+plays on to the end (no loss on those turns): with the trainer's sampling, or greedily (`play_on="greedy"`). Its
+reward is the episode's rubric reward, so the group's spread is the value of the branch move under the current
+policy, a cleaner credit assignment than one outcome spread over every move of a game. Played on greedily, that
+value is the one evaluation measures, with no luck of later samples in it: measured, sampled play-on left every
+group with spread (reward std ~0.45) mostly from moves after the branch. With `play_on="expected"` the luck of
+the environment goes too: the reward is the branch move's expected episode reward over every outcome of the env's
+own randomness (tic-tac-toe: every answer of its opponent), the model greedy after it (`env.expected_outcomes`),
+the same objective without the noise of one sampled game. With `play_on="best"` the play after the move is the
+env's own best (`env.best_outcomes`, tic-tac-toe's solver), so a move is valued by itself, not by how well the
+current model follows it up (measured on tic-tac-toe: the same plateau as "expected", at two thirds of the cost
+per step; docs/training-report.md). Episode logic is the environment's own
+(`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable
+from typing import Any
+
+from wander.core.environment import Environment
+from wander.core.episode import Episode
+from wander.core.policy import Message, Policy, Reply
+from wander.training.chat_tokens import render_ids
+from wander.training.episode_data import spec_of
+from wander.training.rollout_config import PLAY_ON
+
+# observations -> (prompt ids, completion ids, sampling logprobs or None, decoded replies), one per observation
+TurnFn = Callable[
+    [list[list[Message]]], tuple[list[list[int]], list[list[int]], list[list[float]] | None, list[str]]
+]
+# (episode at the branch, its reply) pairs -> each one's expected reward and rubric values
+ExpectFn = Callable[[list[tuple[Episode, Reply]]], list[dict[str, float]]]
+# (episode at the branch, a group's sampled texts, their completion ids) -> the texts and ids to play
+ExploreFn = Callable[[Episode, list[str], list[list[int]]], tuple[list[str], list[list[int]]]]
+
+
+def untried_moves(env: Environment, tokenizer: Any, share: float) -> ExploreFn:
+    """Exploration at the branch: the last `share` of each group's samples play replies the group's sampled ones
+    did not (the env's `candidate_replies`, in an order drawn from the episode seed), so a confident model still
+    sees what its other moves are worth. Those samples are off-policy: the loss treats them as sampled."""
+
+    def explore(episode: Episode, texts: list[str], completions: list[list[int]]) -> tuple[list, list]:
+        forced = round(share * len(texts))
+        kept = len(texts) - forced
+        candidates = env.candidate_replies(episode)
+        untried = [c for c in candidates if c not in texts[:kept]]
+        if not forced or not untried:
+            return texts, completions
+        random.Random(int(episode.spec.get("seed", 0))).shuffle(untried)
+        picks = [untried[i % len(untried)] for i in range(forced)]
+        ids = [tokenizer.encode(t, add_special_tokens=False) + [tokenizer.eos_token_id] for t in picks]
+        return texts[:kept] + picks, completions[:kept] + ids
+
+    return explore
+
+
+def branch_depth(spec: dict, max_depth: int) -> int:
+    """Model turns played before the branch: a pure function of the spec's seed (0 = the first move)."""
+    return (int(spec.get("seed", 0)) * 2654435761 >> 7) % max_depth
+
+
+def play_decisions(
+    env: Environment,
+    specs: list[dict],
+    group_size: int,
+    turn: TurnFn,
+    max_depth: int = 4,
+    play_on: TurnFn | None = None,
+    expect: ExpectFn | None = None,
+    explore: ExploreFn | None = None,
+) -> list[dict]:
+    """One decision sample per spec: groups share a prefix, then branch; later turns by `play_on` (else `turn`),
+    or, with `expect`, no later turns: each episode's reward and values are its expected ones after the branch.
+    `explore` may replace some branch moves of each group by untried ones before they are played."""
+    if len(specs) % group_size:
+        raise ValueError(f"{len(specs)} specs do not split into groups of {group_size}")
+    groups = [specs[i] for i in range(0, len(specs), group_size)]
+    prefixes = [env.start(spec) for spec in groups]
+    depths = [branch_depth(spec, max_depth) for spec in groups]
+    branch_points = [ep.fork() for ep in prefixes]  # the latest live position of each prefix
+    for depth in range(max_depth):
+        live = [i for i, ep in enumerate(prefixes) if not ep.done and depth < depths[i]]
+        if not live:
+            break
+        _play_turn(env, [prefixes[i] for i in live], turn)
+        for i in live:
+            if not prefixes[i].done:
+                branch_points[i] = prefixes[i].fork()
+    episodes = [branch_points[i // group_size].fork() for i in range(len(specs))]
+    prompt_ids, completion_ids, logprobs = _play_turn(env, episodes, turn, explore, group_size)
+    if expect is not None:
+        # Each sample's position before its move is its group's branch point (expect forks, never changes it);
+        # token ids are not needed to score: the reply's text is the move.
+        outcomes = expect(
+            [(branch_points[i // group_size], Reply(ep.replies[-1].content)) for i, ep in enumerate(episodes)]
+        )
+        for ep, outcome in zip(episodes, outcomes, strict=True):
+            ep.reward = outcome["reward"]
+            ep.values = {k: v for k, v in outcome.items() if k != "reward"}
+        return _samples(episodes, prompt_ids, completion_ids, logprobs)
+    while live := [ep for ep in episodes if not ep.done]:
+        _play_turn(env, live, play_on or turn)
+    env.score(episodes)
+    return _samples(episodes, prompt_ids, completion_ids, logprobs)
+
+
+def _samples(
+    episodes: list[Episode],
+    prompt_ids: list[list[int]],
+    completion_ids: list[list[int]],
+    logprobs: list[list[float]] | None,
+) -> list[dict]:
+    return [
+        {
+            "prompt_ids": prompt_ids[i],
+            "completion_ids": completion_ids[i],
+            "logprobs": logprobs[i] if logprobs is not None else None,
+            "episode": episodes[i],
+        }
+        for i in range(len(episodes))
+    ]
+
+
+def _play_turn(
+    env: Environment,
+    episodes: list[Episode],
+    turn: TurnFn,
+    explore: ExploreFn | None = None,
+    group_size: int = 1,
+) -> tuple[list[list[int]], list[list[int]], list[list[float]] | None]:
+    prompts, completions, logprobs, texts = turn([env.observation(ep) for ep in episodes])
+    if explore is not None:
+        for g in range(0, len(episodes), group_size):
+            group = slice(g, g + group_size)
+            texts[group], completions[group] = explore(episodes[g], texts[group], completions[group])
+    for ep, text in zip(episodes, texts, strict=True):
+        env.advance(ep, Reply(text))
+    return prompts, completions, logprobs
+
+
+class DecisionRollout:
+    """TRL `rollout_func(prompts, trainer)`: one decision per sample, scored by the episode it leads to."""
+
+    def __init__(self, env: Environment, max_depth: int = 4, play_on: str = "sample", explore: float = 0.0):
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(
+                f"explore is the share of each group's samples that try untried moves, in [0, 1): {explore}"
+            )
+        if explore and type(env).candidate_replies is Environment.candidate_replies:
+            raise ValueError(
+                f"explore needs an env that lists its possible replies (`candidate_replies`); {env.name} does not"
+            )
+        if play_on not in PLAY_ON:
+            raise ValueError(f"play_on must be one of {PLAY_ON}, got {play_on!r}")
+        if play_on == "expected" and type(env).expected_outcomes is Environment.expected_outcomes:
+            raise ValueError(
+                f"play_on='expected' needs an env that enumerates its randomness (`expected_outcomes`); {env.name} "
+                "does not: use 'sample' or 'greedy'"
+            )
+        if play_on == "best" and type(env).best_outcomes is Environment.best_outcomes:
+            raise ValueError(
+                f"play_on='best' needs an env that solves itself (`best_outcomes`); {env.name} does not: use "
+                "'sample', 'greedy' or 'expected'"
+            )
+        self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
+
+    def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
+        """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
+        if trainer.accelerator.num_processes != 1:
+            raise NotImplementedError(
+                "decision rollouts run in one process; use one process or history='full'"
+            )
+        tokenizer = trainer.processing_class
+        template_kwargs = dict(trainer.chat_template_kwargs)
+        if trainer.chat_template is not None:
+            template_kwargs["chat_template"] = trainer.chat_template
+
+        def turn(conversations: list[list[Message]]):
+            ids = [render_ids(tokenizer, c, True, **template_kwargs) for c in conversations]
+            completions, logprobs = trainer._generate_single_turn(ids, None, {}, num_generations=1)
+            completions = [list(c) for c in completions]
+            return (
+                ids,
+                completions,
+                logprobs,
+                [tokenizer.decode(c, skip_special_tokens=True) for c in completions],
+            )
+
+        if self.explore and trainer.use_vllm:
+            raise NotImplementedError(
+                "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
+            )
+        greedy = _greedy_policy(trainer, template_kwargs) if self.play_on in ("greedy", "expected") else None
+        expect = {
+            "expected": functools.partial(self.env.expected_outcomes, policy=greedy),
+            "best": self.env.best_outcomes,
+        }
+        samples = play_decisions(
+            self.env,
+            [spec_of(p) for p in prompts],
+            trainer.num_generations,
+            turn,
+            self.max_depth,
+            play_on=_texts_of(greedy) if self.play_on == "greedy" else None,
+            expect=expect.get(self.play_on),
+            explore=untried_moves(self.env, tokenizer, self.explore) if self.explore else None,
+        )
+        episodes = [s["episode"] for s in samples]
+        return {
+            "prompt_ids": [s["prompt_ids"] for s in samples],
+            "completion_ids": [s["completion_ids"] for s in samples],
+            "logprobs": [s["logprobs"] for s in samples] if trainer.use_vllm else None,
+            "env_mask": [[1] * len(s["completion_ids"]) for s in samples],
+            "episode_reward": [ep.reward for ep in episodes],
+            "episode_values": [ep.values for ep in episodes],
+            "episode_error": [ep.error for ep in episodes],
+        }
+
+
+def _greedy_policy(trainer: Any, template_kwargs: dict) -> Policy:
+    """The trainer's current model as a greedy policy (turns after the branch carry no loss)."""
+    from wander.policies.transformers_policy import TransformersPolicy
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    return TransformersPolicy(
+        model,
+        trainer.processing_class,
+        greedy=True,
+        max_new_tokens=trainer.max_completion_length or 16,
+        chat_template_kwargs=template_kwargs,
+    )
+
+
+def _texts_of(policy: Policy) -> TurnFn:
+    """A turn function of a policy: reply texts only, no ids."""
+
+    def turn(conversations: list[list[Message]]):
+        return [], [], None, [reply.content for reply in policy(conversations)]
+
+    return turn

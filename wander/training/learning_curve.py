@@ -1,0 +1,108 @@
+"""A learning curve during training: every N steps, the env's small frozen suite, played greedily, logged as metrics.
+
+The metrics go through `trainer.log`, so they reach every reporting integration (MLflow step metrics) and the
+trainer's `log_history`, next to the reward. The suite is the environment's `curve_metrics(policy)`: for
+tic-tac-toe, exact greedy results against perfect minimax and a random player (no sampling noise).
+
+With `keep_best`, the model of the best point by `env.curve_score` (the start model included) is what training
+leaves in the trainer: measured, GRPO at a constant learning rate swings between points (losses to perfect
+minimax 0 -> 0.18 -> 0 within 60 steps), so the last step is not the best one. The best weights are written to
+the trainer's output folder as they are found, so a resumed run keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from wander.core.environment import Environment
+
+BEST_WEIGHTS = "curve_best.safetensors"
+BEST_FILE = "curve_best.json"
+
+
+class LearningCurveCallback(TrainerCallback):
+    """Logs `env.curve_metrics` of the trainer's current model, greedy, at step 0 and every `every` steps."""
+
+    def __init__(
+        self, env: Environment, trainer: Any, every: int, max_new_tokens: int = 16, keep_best: bool = False
+    ):
+        if every < 1:
+            raise ValueError(f"every must be at least 1, got {every}")
+        self.env, self.trainer, self.every, self.max_new_tokens = env, trainer, every, max_new_tokens
+        self.keep_best = keep_best
+        self.history: list[dict[str, float]] = []
+        self.best: dict[str, float] | None = None  # {"step": N, "score": x} of the best point so far
+        self.folder = Path(trainer.args.output_dir)  # on_train_begin: the folder the run really writes to
+
+    def measure(self) -> dict[str, float]:
+        """The env's curve metrics for the model as it is now, prefixed `curve/`."""
+        from wander.policies.transformers_policy import TransformersPolicy
+
+        model = self.trainer.accelerator.unwrap_model(self.trainer.model)
+        was_training = model.training
+        model.eval()
+        start = time.monotonic()
+        try:
+            policy = TransformersPolicy(
+                model, self.trainer.processing_class, greedy=True, max_new_tokens=self.max_new_tokens
+            )
+            values = self.env.curve_metrics(policy)
+        finally:
+            model.train(was_training)
+        metrics = {f"curve/{k}": float(v) for k, v in values.items()}
+        metrics["curve/seconds"] = round(time.monotonic() - start, 2)
+        step = self.trainer.state.global_step
+        if self.keep_best:
+            metrics["curve/score"] = score = float(self.env.curve_score(values))
+            if self.best is None or score > self.best["score"]:
+                self.best = {"step": step, "score": score}
+                self._save_best(model)
+        self.history.append({"step": step, **metrics})
+        return metrics
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """The starting point of the curve (the start model), unless resuming mid-stage."""
+        self.folder = Path(args.output_dir)
+        if self.keep_best and (self.folder / BEST_FILE).exists():  # a resumed run: its best so far
+            self.best = json.loads((self.folder / BEST_FILE).read_text())
+        if state.global_step == 0:
+            self.trainer.log(self.measure())
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Every `every` steps and at the last step."""
+        if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
+            self.trainer.log(self.measure())
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """With `keep_best`, leave the best point's weights in the model (and say which step they are from)."""
+        if self.keep_best and self.best is not None:
+            if self.best["step"] != state.global_step:
+                from safetensors.torch import load_model
+
+                load_model(
+                    self.trainer.accelerator.unwrap_model(self.trainer.model), self.folder / BEST_WEIGHTS
+                )
+            self.trainer.log(
+                {"curve_best/step": float(self.best["step"]), "curve_best/score": self.best["score"]}
+            )
+        return control
+
+    def _save_best(self, model: Any) -> None:
+        from safetensors.torch import save_model  # handles tied weights, unlike save_file
+
+        # Written aside, then renamed: a kill mid-write leaves the previous best whole. Weights before the record.
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{BEST_WEIGHTS}.tmp"
+        save_model(model, str(tmp))
+        os.replace(tmp, self.folder / BEST_WEIGHTS)
+        tmp = self.folder / f".{BEST_FILE}.tmp"
+        tmp.write_text(json.dumps(self.best))
+        os.replace(tmp, self.folder / BEST_FILE)

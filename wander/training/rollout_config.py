@@ -1,0 +1,80 @@
+"""Settings of online training on an environment: which episodes a trainer plays, and in what order."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
+PLAY_ON = ("sample", "greedy", "expected", "best")
+
+
+@dataclass
+class RolloutConfig:
+    r"""
+    Configuration of the episodes that `GRPOTrainer` and `RLOOTrainer` play when composed with an environment
+    (`env >> trainer_spec(GRPOTrainer, ...)`).
+
+    The trainer's dataset is built from the environment's episode specs: one row per episode group, ordered so that
+    every generation batch covers every difficulty stratum (see `wander.core.sampling.stratified_order`). The trainer's own
+    shuffling is switched off, since the order already is a seeded shuffle.
+
+    Parameters:
+        split (`str`, *optional*, defaults to `"train"`):
+            Split of the environment's episode specs to train on.
+        num_rows (`int` or `None`, *optional*, defaults to `None`):
+            Rows (episode groups) in the trainer's dataset. `None` covers `max_steps` exactly when it is set (cycling
+            through the split in fresh stratified orders), else one pass over the split.
+        seed (`int` or `None`, *optional*, defaults to `None`):
+            Seed of the stratified order. `None` uses the trainer's `args.seed`.
+        stratified (`bool`, *optional*, defaults to `True`):
+            Interleave strata round-robin so that each batch of `num_strata` consecutive rows holds one episode of
+            each. Otherwise rows come in a plain seeded shuffle.
+        max_episode_tokens (`int` or `None`, *optional*, defaults to `None`):
+            GRPO only: an episode whose tokens (model and environment) exceed this is stopped before its next model
+            turn and scored as it stands. `None` uses the model's `max_position_embeddings`. Each model turn is capped
+            by the trainer's `max_completion_length`.
+        tool_protocol (`str`, *optional*, defaults to `"environment_factory"`):
+            GRPO with a `ToolEnv` only. `"environment_factory"`: TRL runs the tool-calling loop through the chat
+            template's tool support and the env's tools become methods of a TRL environment. `"rollout_func"`: the
+            env's own text protocol (`<tool_call>` JSON, tool schemas in the system prompt), exactly as
+            `env.evaluate` plays it.
+        play_on (`str`, *optional*, defaults to `"sample"`):
+            GRPO decision rollouts only (an env whose turns read the current observation, e.g. tic-tac-toe with
+            `history="current"`): what follows the sampled branch move. `"sample"`: the game goes on with the
+            trainer's sampling; `"greedy"`: the model plays on greedily; `"expected"`: no play-on, the reward is the
+            move's expected episode reward over every outcome of the env's randomness with the model greedy after it
+            (`env.expected_outcomes`; tic-tac-toe sums over its opponent's answers), the same objective as greedy
+            play-on without the luck of one sampled game; `"best"`: the same sum with the env's own best play after
+            the move instead of the model's (`env.best_outcomes`; tic-tac-toe's solver keeps the minimax value and
+            picks the move with the highest expected outcome against the episode's opponent), so a move is valued by
+            itself, not by how well the current model follows it up.
+        explore (`float`, *optional*, defaults to `0.0`):
+            GRPO decision rollouts only: the share of each group's samples whose branch move is one the group's
+            sampled moves did not try (from `env.candidate_replies`), so a confident model still measures its other
+            moves. Off-policy: the loss treats them as sampled. Not with vLLM generation.
+    """
+
+    split: str = "train"
+    num_rows: int | None = None
+    seed: int | None = None
+    stratified: bool = True
+    max_episode_tokens: int | None = None
+    tool_protocol: str = "environment_factory"
+    play_on: str = "sample"
+    explore: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.num_rows is not None and self.num_rows < 1:
+            raise ValueError(f"num_rows must be at least 1 or None, got {self.num_rows}")
+        if self.tool_protocol not in ("environment_factory", "rollout_func"):
+            raise ValueError(
+                f"tool_protocol must be 'environment_factory' or 'rollout_func', got {self.tool_protocol!r}"
+            )
+        if self.play_on not in PLAY_ON:
+            raise ValueError(f"play_on must be one of {PLAY_ON}, got {self.play_on!r}")
+        if not 0.0 <= self.explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {self.explore}")
+
+    def to_dict(self) -> dict:
+        """The config as a plain dict (for params files and MLflow)."""
+        return asdict(self)

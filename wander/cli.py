@@ -14,6 +14,7 @@ from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, text_table
 from wander.eval.matrix import RATES, MatrixInterrupted, run_matrix
 from wander.policies.openai_policy import PolicyRequestError
+from wander.scaffold import DEFAULT_KIND, KINDS, init_environment
 from wander.serve import serve_model
 
 
@@ -185,6 +186,16 @@ def env_serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def env_init_command(args: argparse.Namespace) -> int:
+    """Scaffold a working environment folder envs/NAME and say how to run it."""
+    folder = init_environment(args.name, kind=args.kind, force=args.force)
+    print(
+        f"created {folder}/ ({args.kind}: factory, rubric, teacher, README.md, test_{args.name}.py); try it:\n"
+        f"  pytest {folder}\n  wander eval --env {args.name} --games 4\n  dvc exp run -S env.name={args.name}"
+    )
+    return 0
+
+
 def positive_int(text: str) -> int:
     """A positive integer from the command line."""
     try:
@@ -264,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", default=None, help="model name the server answers to; default: the env's")
     serve.set_defaults(func=teacher_command)
 
-    env_cmd = sub.add_parser("env", help="environments as servers")
+    env_cmd = sub.add_parser("env", help="environments: serve one, or scaffold a new one")
     env_sub = env_cmd.add_subparsers(dest="env_command", required=True)
     env_serve = env_sub.add_parser(
         "serve", help="serve an environment over OpenEnv's protocol (WebSocket sessions, Task API)"
@@ -298,6 +309,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="run each session's steps in its own thread (for environments that block on I/O)",
     )
     env_serve.set_defaults(func=env_serve_command)
+    env_init = env_sub.add_parser(
+        "init",
+        help="scaffold a working environment folder envs/NAME (factory, rubric, teacher, README, test), found by "
+        "its name with no edit elsewhere; run from the project root",
+    )
+    env_init.add_argument("name", help="the new environment's name: lowercase letters, digits, underscores")
+    env_init.add_argument(
+        "--kind",
+        choices=list(KINDS),
+        default=DEFAULT_KIND,
+        help=f"the starter task's kind (default {DEFAULT_KIND})",
+    )
+    env_init.add_argument("--force", action="store_true", help="replace an existing envs/NAME folder")
+    env_init.set_defaults(func=env_init_command)
 
     serve_model.register(sub, port_number)
     return parser

@@ -4,7 +4,7 @@ A position and its mirror image are the same position to a player: the teacher's
 move. Training on every distinct image of each teacher game is the coverage a tiny model lacks: measured on the
 default run's curated data, the SFT model took a win in one in 76% of the positions it never saw in training
 and in 94-100% of those it saw; the symmetric images of the curated games leave 31 of the 2,358 win-in-one
-positions unseen instead of 862 (docs/training-report.md).
+positions unseen instead of 862 (docs/experiments/training-report.md).
 """
 
 from __future__ import annotations

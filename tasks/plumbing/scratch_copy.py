@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 FILES = [
+    "wander",
     "envs",
     "tasks",
     "flows",

@@ -1,10 +1,17 @@
-"""The params model: one class per params.yaml section, each field's default and documentation in one place.
+"""The params model: one class per params.yaml section, each key's type, rules, default and documentation.
 
-params.yaml holds the values a run uses; these classes hold the defaults (equal to params.yaml's, a test checks),
-the types and the rules. Adding a key is one line here (plus its value in params.yaml if it differs). Sections
-that configure a library take that library's config: `build_model.scratch` is a `ScratchModelConfig`,
-`synthesize.teacher` an `OpenAIPolicyConfig`, each `grpo.stages` entry a `CurriculumStage`, and the `sft` and
-`grpo` keys named like TRL's `SFTConfig` / `GRPOConfig` fields reach the trainer config as they are.
+Where a default lives (one rule; tests/tasks/test_params.py fails on any drift):
+- A setting of a library object has the library's default, never a second literal. The field is that library's
+  config (`build_model.scratch`: `ScratchModelConfig`, `synthesize.teacher`: `OpenAIPolicyConfig`, the `vllm`
+  keys: `VLLMServerConfig`, each `grpo.stages` entry: `CurriculumStage`, `evaluate`: `EvaluateConfig`) or reads
+  its default from it (`grpo.play_on`: `RolloutConfig.play_on`); an env's settings (`env.<name>`, `grpo.env`)
+  default to the env's own.
+- The pipeline's own keys (paths, stage budgets, curation, the curriculum, and the `sft` / `grpo` keys named like
+  TRL's `SFTConfig` / `GRPOConfig` fields, which reach the trainer config as they are) have their default here.
+- params.yaml holds the values a run uses and lists every key (DVC tracks only the file). Each value equals the
+  default here, except where the pipeline tunes a library default for its case study: the field's docs then say
+  what params.yaml sets and why, and the test lists the key, so a new difference is a conscious edit.
+Adding a key is one line here and its value in params.yaml.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from wander.eval.config import EvaluateConfig, VLLMServer
 from wander.policies.openai_policy_config import OpenAIPolicyConfig
 from wander.policies.scratch_model_config import ScratchModelConfig
 from wander.training.curriculum_config import CurriculumStage
+from wander.training.rollout_config import RolloutConfig
 
 # The library configs stay plain dataclasses in envs/; validated here with unknown keys refused.
 FORBID = ConfigDict(extra="forbid")
@@ -107,7 +115,11 @@ class Layout(Section):
 class Env(Section):
     """The environment every stage plays: `name`, `url`, and one block of settings per environment (`env.<name>`:
     for tic-tac-toe the fields of `TicTacToeConfig`, checked by `tasks.plumbing.params.check_env`). Stages read the block of
-    `name`; an environment without a block plays its defaults, so `dvc exp run -S env.name=<other>` is enough."""
+    `name`; an environment without a block plays its defaults, so `dvc exp run -S env.name=<other>` is enough.
+    No block by default: every setting is the env's own. params.yaml tunes two for the pipeline: tic-tac-toe's
+    `midgame_starts` 0.25 (the env's 0.0 starts every game from the empty board; teacher games and GRPO then also
+    see positions good play rarely reaches) and the other envs' `num_groups` 4 (their 3 strata do not split a GRPO
+    batch of 8 episode groups evenly)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -175,7 +187,9 @@ class BuildModel(Section):
 
 
 class Generate(Section):
-    """Episode specs per split, stratified by opponent skill; seeds disjoint across splits."""
+    """Episode specs per split, stratified by opponent skill; seeds disjoint across splits. The pipeline's split
+    sizes and seed for whichever env it plays, set over the env's own (the env's `load_environment` defaults are
+    what it builds when loaded alone)."""
 
     num_train: int = Field(8000, ge=1)
     """Episodes in the train split: the teacher's games for SFT and GRPO's episode prompts."""
@@ -209,9 +223,11 @@ class Synthesize(Section):
     teacher_skill: float | None = Field(None, ge=0.0, le=1.0)
     """Embedded teacher only: its slip rate; null = the env's calibrated default (tic-tac-toe: 0.5, like
     gpt-5-mini)."""
-    teacher: Teacher = Field(default_factory=lambda: Teacher(model=None, max_concurrency=16))
+    teacher: Teacher = Field(default_factory=Teacher)
     """The teacher's client: `OpenAIPolicyConfig` fields (wander/policies/openai_policy_config.py) but base_url;
-    `api_key_env` is the NAME of the variable holding the key; `model` null = the embedded teacher's (the env's)."""
+    `api_key_env` is the NAME of the variable holding the key; `model` null = the embedded teacher's (the env's).
+    params.yaml sets `max_concurrency` 16 (the library's 8): the embedded teacher answers on loopback, so more
+    requests in flight per batch only shorten synthesis (a paid API's quota is `requests_per_second`)."""
     batch_size: int = Field(64, ge=1)
     """Episodes played together; each finished batch is journaled (keep it when resuming)."""
     requests_per_second: float | None = Field(None, gt=0.0)
@@ -292,22 +308,17 @@ class SFT(Section):
 
 def _default_stages() -> dict[str, Any]:
     # Every opponent skill first, then the stronger half, so defence is what the next updates train; then a slow
-    # polish against the weaker half (measured in docs/training-report.md).
+    # polish against the weaker half (measured in docs/experiments/training-report.md).
     stages = {
-        "wide": ("sft", [0.0, 1.0], 40, {}),
-        "strong": ("grpo-wide", [0.0, 0.5], 60, {}),
-        "polish": ("grpo-strong", [0.5, 1.0], 80, {}),
+        "wide": ("sft", [0.0, 1.0], 40),
+        "strong": ("grpo-wide", [0.0, 0.5], 60),
+        "polish": ("grpo-strong", [0.5, 1.0], 80),
     }
     return {
         name: GRPOStage(
-            name=name,
-            start=start,
-            max_steps=steps,
-            batch_size=64,
-            env={"tictactoe": {"random_move_prob": skills}},
-            **extra,
+            name=name, start=start, max_steps=steps, env={"tictactoe": {"random_move_prob": skills}}
         )
-        for name, (start, skills, steps, extra) in stages.items()
+        for name, (start, skills, steps) in stages.items()
     }
 
 
@@ -318,8 +329,10 @@ class GRPO(Section):
     """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (wander/training/curriculum_config.py)."""
     num_generations: int = Field(8, ge=2)
     """Episodes per group (same spec, same opponent)."""
-    batch_size: int = Field(64, ge=1)
-    """Samples per optimizer step, every stratum covered: the default of each stage's batch_size."""
+    batch_size: int = Field(CurriculumStage.batch_size, ge=1)
+    """Samples per optimizer step, every stratum covered: the default of each stage's batch_size (the library's,
+    `CurriculumStage.batch_size`). params.yaml sets 64: 8 groups of `num_generations` 8, two per difficulty
+    stratum of 4."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Samples per micro-batch."""
     learning_rate: float = Field(5e-5, gt=0.0)
@@ -337,15 +350,16 @@ class GRPO(Section):
     keep_best: bool = True
     """Save the model of the best learning-curve point (the env's `curve_score`, the start model included), not
     the last step's; needs `curve_every`."""
-    env: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"tictactoe": {"invalid_penalty": -0.5}})
+    env: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
-    `env` block goes over these): tic-tac-toe's invalid-move reward is -0.5 per invalid move in training,
-    evaluation keeps the env's -0.1."""
-    play_on: Literal["sample", "greedy", "expected", "best"] = "expected"
+    `env` block goes over these); none by default. params.yaml sets tic-tac-toe's `invalid_penalty` -0.5 per
+    invalid move in training, so invalid moves stop early; evaluation keeps the env's -0.1."""
+    play_on: Literal["sample", "greedy", "expected", "best"] = RolloutConfig.play_on
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
     move rewarded by its expected outcome over the env's randomness, model greedy ("expected") or with the env's
-    own best play after it ("best") (`RolloutConfig.play_on`)."""
-    explore: float = Field(0.0, ge=0.0, lt=1.0)
+    own best play after it ("best") (`RolloutConfig.play_on`). params.yaml sets "expected" (the library's
+    "sample"): the move's reward without the luck of one sampled game (docs/experiments/training-report.md)."""
+    explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
     max_completion_length: int = Field(16, ge=1)
@@ -379,17 +393,10 @@ def _lineage() -> dict[str, str]:
     return {name: f"data/models/{name}" for name in models}
 
 
-def _default_policies() -> dict[str, str]:
-    return {**_lineage(), "teacher": "teacher"}
-
-
 class Evaluate(Section, EvaluateConfig):
-    """The evaluate stage's section: `wander.eval.config.EvaluateConfig`, whose rows default to the pipeline's
-    lineage (base, sft, each GRPO stage) and its teacher."""
-
-    policies: dict[str, str] = Field(default_factory=_default_policies, min_length=1)
-    """Row name -> policy spec (scripted player, model folder, hub id or OpenAI-compatible URL), in row order;
-    `teacher` is the env's embedded teacher at its default slip rate (tic-tac-toe: expert-0.5)."""
+    """The evaluate stage's section: `wander.eval.config.EvaluateConfig`, its keys and defaults. params.yaml's
+    `policies` are the pipeline's lineage (base, sft, each GRPO stage) and the teacher, where the library's
+    default rows are the teacher alone."""
 
 
 class Register(Section):
@@ -403,8 +410,8 @@ class Register(Section):
     """Checkpoints in training order, name -> folder."""
     datasets: list[str] = Field(default_factory=lambda: ["data/datasets", "data/sft"])
     """Data folders the candidate was trained on; their DVC hashes become version tags."""
-    eval_dir: str = "data/eval"
-    """Folder of the evaluate stage's matrix.json and matrix.csv."""
+    eval_dir: str = EvaluateConfig.model_fields["out_dir"].default
+    """Folder of the evaluate stage's matrix.json and matrix.csv (evaluate's `out_dir`)."""
     baseline: str | None = "teacher"
     """Matrix row the candidate must be no worse than in any column (the teacher); null skips that gate."""
     alias: str = "champion"
@@ -412,7 +419,7 @@ class Register(Section):
     metric: str | None = None
     """Metric compared between candidate and champion per matrix column (95% intervals); null = the env's
     headline metric (tic-tac-toe: non_loss)."""
-    max_new_tokens: int = Field(16, ge=1)
+    max_new_tokens: int = Field(EvaluateConfig.model_fields["max_new_tokens"].default, ge=1)
     """Tokens per reply when the champion is replayed; keep it equal to evaluate's."""
     lock_file: str = "dvc.lock"
     """Where DVC records output hashes (read for the lineage tags)."""

@@ -7,7 +7,7 @@ import pytest
 
 from tasks.evaluate import run as evaluate
 from tasks.plumbing import tracking
-from tasks.plumbing.sections import EvaluateConfig, Params, Register
+from tasks.plumbing.sections import Evaluate, Params, Register
 from tasks.register import decide, run
 from wander import load_environment
 from wander.eval.matrix import run_matrix
@@ -20,7 +20,7 @@ TINY = ScratchModelConfig(
 
 
 def scripted_rows(policy: str, games: int = 60) -> list[dict]:
-    config = EvaluateConfig(
+    config = Evaluate(
         baseline=None,
         policies={policy: policy},
         references=[],
@@ -62,7 +62,7 @@ def project(tmp_path, monkeypatch):
     build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
     evaluate(
         Params(
-            evaluate=EvaluateConfig(
+            evaluate=Evaluate(
                 baseline=None,
                 policies={"grpo": "data/models/grpo"},
                 references=[],

@@ -5,14 +5,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+TEMP_NAME = re.compile(r"\.(?P<target>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<token>[0-9a-f]{8})")
+"""A writer's temporary name (`fullmatch` it): the target's name, `tmp` (being written) or `old` (a folder being
+swapped out), the writing process id, a random token. The only debris a crash can leave next to an output."""
+
 
 def _tmp_name(path: Path, kind: str) -> Path:
-    # A fresh name per writer, next to the target so the rename stays on one filesystem.
+    # A fresh name per writer, next to the target so the rename stays on one filesystem; TEMP_NAME matches it.
     return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 

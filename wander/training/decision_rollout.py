@@ -14,7 +14,7 @@ own randomness (tic-tac-toe: every answer of its opponent), the model greedy aft
 the same objective without the noise of one sampled game. With `play_on="best"` the play after the move is the
 env's own best (`env.best_outcomes`, tic-tac-toe's solver), so a move is valued by itself, not by how well the
 current model follows it up (measured on tic-tac-toe: the same plateau as "expected", at two thirds of the cost
-per step; docs/training-report.md). Episode logic is the environment's own
+per step; docs/experiments/training-report.md). Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 """
 

@@ -64,4 +64,4 @@ def test_expert_skill_is_calibrated_like_the_published_teacher():
 
 def test_bad_teacher_skill_is_refused():
     with pytest.raises(ValueError, match="teacher skill"):
-        teacher_app(1.5)
+        teacher_app(load_environment("tictactoe"), 1.5)

@@ -13,7 +13,7 @@ import pytest
 
 from wander.core.logs import CHATTY, DATASETS_PROGRESS_ENV, LEVEL_ENV, OURS, PROGRESS_ENV, configure_logging
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 NAMES = ["", *OURS, *CHATTY, "stage", "some.library"]
 

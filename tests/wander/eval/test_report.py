@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import matplotlib.image
 import pytest
+from matplotlib.figure import Figure
 
 from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.evaluate import mlflow_key, run
-from tasks.plumbing.sections import EvaluateConfig, Params
+from tasks.plumbing.sections import Evaluate as EvaluateConfig
+from tasks.plumbing.sections import Params
+from wander.core import atomic_io
+from wander.core.atomic_io import TEMP_NAME
 from wander.core.policy import Reply
 from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
 from wander.eval.evaluation import write_report
@@ -67,11 +77,96 @@ def rows_of(result, name):
     return [r for r in result.rows if r["policy"] == name]
 
 
-def test_every_output_is_written_atomically(paths, config):
+# Files opened for writing and renames, while a `file_events` block runs: ("write", path) or ("rename", src, dst).
+_RECORDING: list[list[tuple[str, ...]]] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    # Python's audit events see every file opened or renamed, whoever does it (our writers, matplotlib, Pillow).
+    if not _RECORDING:
+        return
+    if event == "open" and not isinstance(args[0], int):
+        mode, flags = args[1], args[2]
+        writes = any(c in mode for c in "wax+") if mode else flags & (os.O_WRONLY | os.O_RDWR)
+        if writes:
+            _RECORDING[-1].append(("write", os.path.abspath(os.fsdecode(args[0]))))
+    elif event == "os.rename":  # os.rename and os.replace both
+        _RECORDING[-1].append(
+            ("rename", os.path.abspath(os.fsdecode(args[0])), os.path.abspath(os.fsdecode(args[1])))
+        )
+
+
+sys.addaudithook(_audit)
+
+
+@contextlib.contextmanager
+def file_events() -> Iterator[list[tuple[str, ...]]]:
+    """Record the files opened for writing and the renames done in the block."""
+    events: list[tuple[str, ...]] = []
+    _RECORDING.append(events)
+    try:
+        yield events
+    finally:
+        _RECORDING.remove(events)
+
+
+def check_renamed_into_place(out: Path, events: list[tuple[str, ...]], names: Iterable[str]) -> None:
+    """Each of `names` in `out` was written under the atomic writer's temporary name, then renamed over the output
+    in one step (readers never see a partial file), and nothing else is left in `out`."""
+    out, names = os.path.abspath(out), set(names)
+    written = [e[1] for e in events if e[0] == "write" and os.path.dirname(e[1]) == out]
+    in_place = sorted(os.path.basename(p) for p in written if os.path.basename(p) in names)
+    assert not in_place, f"written in place, visible half-written: {in_place}"
+    assert written and all(TEMP_NAME.fullmatch(os.path.basename(p)) for p in written), written
+    renamed = {e[2]: e[1] for e in events if e[0] == "rename" and os.path.dirname(e[2]) == out}
+    assert set(renamed) == {os.path.join(out, name) for name in names}
+    for dst, src in renamed.items():
+        temp = TEMP_NAME.fullmatch(os.path.basename(src))
+        assert temp and temp["target"] == os.path.basename(dst) and temp["kind"] == "tmp", (src, dst)
+        assert os.path.dirname(src) == out and src in written  # one filesystem: the rename is atomic
+    assert set(os.listdir(out)) == names  # no temporary file left
+
+
+def test_every_output_is_written_under_a_temporary_name_then_renamed_into_place(result, tmp_path):
+    with file_events() as events:
+        paths = write_report(result, tmp_path, seed=0)
     assert set(paths) == set(OUTPUTS)
-    for path in paths.values():
-        assert path.exists() and path.stat().st_size > 0
-    assert not [p for p in paths["report"].parent.iterdir() if p.name.endswith(".tmp")]
+    assert all(path.stat().st_size > 0 for path in paths.values())
+    check_renamed_into_place(tmp_path, events, OUTPUTS.values())
+
+
+def test_the_atomicity_check_catches_a_writer_that_writes_in_place(result, tmp_path, monkeypatch):
+    monkeypatch.setattr(atomic_io, "_tmp_name", lambda path, kind: path)  # a broken writer: no temporary name
+    with file_events() as events:
+        write_report(result, tmp_path, seed=0)
+    with pytest.raises(AssertionError, match="written in place"):
+        check_renamed_into_place(tmp_path, events, OUTPUTS.values())
+
+
+def test_an_interrupted_report_leaves_every_file_whole_and_no_temporary_file(result, tmp_path, monkeypatch):
+    before = {kind: path.read_bytes() for kind, path in write_report(result, tmp_path, seed=0).items()}
+    savefig, plots = Figure.savefig, []
+
+    def disk_full_on_the_second_plot(self, fname, *args, **kwargs):
+        plots.append(fname)
+        if len(plots) == 2:  # the bars: half a PNG reaches the disk, then it is full
+            Path(fname).write_bytes(before["bars"][: len(before["bars"]) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return savefig(self, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", disk_full_on_the_second_plot)
+    with pytest.raises(OSError, match="No space left"):
+        write_report(
+            result, tmp_path, seed=1
+        )  # another seed: the files it rewrites differ from the first run's
+    paths = {kind: tmp_path / name for kind, name in OUTPUTS.items()}
+    # Written before the failure: the new versions, whole.
+    assert json.loads(paths["matrix"].read_text())["seed"] == 1
+    assert json.loads(paths["metrics"].read_bytes()) == json.loads(before["metrics"])
+    assert paths["csv"].read_bytes() == before["csv"] and matplotlib.image.imread(paths["heatmap"]).size
+    # The failed plot and those after it: the previous versions, untouched; nothing else in the folder.
+    assert [paths[k].read_bytes() == before[k] for k in ("bars", "curve", "report")] == [True] * 3
+    assert set(os.listdir(tmp_path)) == set(OUTPUTS.values()), os.listdir(tmp_path)
 
 
 def test_matrix_json_is_nested_numbers(paths, result):

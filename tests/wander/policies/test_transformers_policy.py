@@ -57,7 +57,7 @@ def trained(tmp_path_factory):
     model.train()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        for _ in range(100):
+        for _ in range(200):
             loss = model(
                 input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels
             ).loss

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[3]
-TRAINING = sorted(p.stem for p in (ROOT / "envs/training").glob("*.py") if p.stem != "__init__")
+TRAINING = sorted(p.stem for p in (ROOT / "wander/training").glob("*.py") if p.stem != "__init__")
 
 
 def imports(path: Path, lazy: bool) -> set[str]:
@@ -59,7 +59,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_cycle_among_envs_training_modules_even_through_lazy_imports():
-    files = [p for p in (ROOT / "envs/training").glob("*.py") if p.stem != "__init__"]
+    files = [p for p in (ROOT / "wander/training").glob("*.py") if p.stem != "__init__"]
     names = {module_name(p) for p in files}
     graph = {module_name(p): imports(p, lazy=True) & names for p in files}
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))

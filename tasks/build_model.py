@@ -1,4 +1,5 @@
-"""The build_model stage: the base policy under data/models/base (a scratch tiny Llama, or any HF model copied).
+"""The build_model stage: the base policy under data/models/base: a scratch tiny Llama, a packaged pretrained chat
+model by short name (`smollm2-135m-instruct`, from its PyPI wheel), or any model folder or hub id, copied.
 
 python -m tasks.build_model [--params params.yaml] [--profile smoke]
 """
@@ -15,7 +16,7 @@ from tasks.plumbing.sections import Params
 from tasks.plumbing.tracking import set_tags, write_metrics
 from wander import load_environment
 from wander.core.atomic_io import atomic_dir, write_json
-from wander.policies import scratch_model
+from wander.policies import packaged_models, scratch_model
 
 logger = logging.getLogger(__name__)
 ORIGIN_FILE = "wander_model.json"  # where the model came from, read by lineage tags downstream
@@ -36,6 +37,10 @@ def run(params: Params) -> dict:
             model = scratch_model.build_model(tokenizer, config.scratch)
             origin = {"model": SCRATCH, "env": params.env.kwargs(), "scratch": config.scratch.to_dict()}
             write_json(tmp / "scratch_model_config.json", config.scratch.to_dict())
+        elif config.model in packaged_models.PACKAGED:
+            logger.info("converting the packaged %s to a plain checkpoint", config.model)
+            tokenizer, model = packaged_models.load_packaged(config.model)
+            origin = packaged_models.packaged_origin(config.model)
         else:
             logger.info("copying %s", config.model)
             tokenizer = scratch_model.load_tokenizer(config.model)

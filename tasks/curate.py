@@ -28,6 +28,7 @@ from tasks.plumbing.tracking import log_artifact, log_dict, write_stage_metrics
 from tasks.plumbing.validation import InputError, gxe, validate
 from wander import Environment, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
+from wander.core.capabilities import Augmentation
 from wander.core.replay import replay_problems
 from wander.core.suite import SpecChecks
 from wander.policies.scratch_model import load_tokenizer
@@ -55,7 +56,7 @@ def run(params: Params) -> dict:
     rows = [sft_row(r, checks.kept) for r in kept]
     train, held_out = split_eval(rows, config.eval_fraction, config.seed)
     games = len(train)
-    if config.augment:
+    if config.augment and isinstance(env, Augmentation):  # an env without equivalent games adds none
         train = with_copies(train, env, unique=config.dedupe)
     max_length = config.max_length or context_length(model_dir)
     written = train + held_out
@@ -213,8 +214,8 @@ def game_key(messages: list[dict]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def with_copies(rows: list[dict], env: Environment, unique: bool) -> list[dict]:
-    """Each row followed by its equivalent games (`env.equivalent_games`), numbered by `copy` from 1, with the
+def with_copies(rows: list[dict], env: Augmentation, unique: bool) -> list[dict]:
+    """Each row followed by its equivalent games (the env's Augmentation capability), numbered by `copy` from 1, with the
     row's seed and spec columns; with `unique`, a copy equal to a game already in is left out."""
     seen = {game_key(r["messages"]) for r in rows}
     out = []

@@ -1,5 +1,5 @@
 """The evaluate stage: the env's evaluation suite for every policy (`wander.eval.evaluation`), its outputs under
-`evaluate.out_dir`, its cell rates and files logged to the stage's MLflow run.
+`evaluate.out_dir`, its cell metrics and files logged to the stage's MLflow run.
 
 python -m tasks.evaluate
 """
@@ -16,9 +16,8 @@ from tasks.plumbing import tracking
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import EvaluateConfig, Params
 from wander import Policy, load_environment
-from wander.eval import rubric_report
 from wander.eval.evaluation import evaluate, headline_metrics
-from wander.eval.matrix import RATES, MatrixResult
+from wander.eval.matrix import MatrixResult
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ def mlflow_key(*parts: str) -> str:
 
 
 def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
-    """Cell rates as metrics `eval/<policy>/<opponent>/<side>/<metric>` and every output as artifacts, if a run is active."""
-    names = (*RATES, "format", "turns") if result.suite == "matrix" else rubric_report.metric_names(result)
+    """Every metric of the suite per cell as `eval/<policy>/<opponent>/<side>/<metric>` and every output as
+    artifacts, if a run is active."""
+    names = result.suite.names
     metrics = {
         mlflow_key("eval", r["policy"], r["opponent"], r["side"], metric): r[metric]
         for r in result.rows

@@ -24,8 +24,10 @@ from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
 from tasks.plumbing.tracking import write_metrics
 from wander import load_environment
+from wander.core.evaluation_suite import Metric
+from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, conclusion, is_better
-from wander.eval.matrix import pooled, run_matrix
+from wander.eval.matrix import run_matrix
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
@@ -97,16 +99,17 @@ def champion_rows(
 def decide(
     champion: list[dict] | None,
     candidate: list[dict],
-    metric: str,
+    metric: Metric,
     name: str,
     references: dict[str, list[dict]] | None = None,
 ) -> tuple[bool, str]:
-    """Promote when no reference (start model, baseline) is better in any column and the champion is beaten."""
+    """Promote when no reference (start model, baseline) is better in any column and the champion is beaten, on
+    one metric of the env's suite (its direction says which way is better)."""
     for reference, rows in (references or {}).items():
         found = compare(rows, candidate, metric)
         if WORSE in (c["verdict"] for c in found):
             worse = [f"{c['opponent']} ({c['side']})" for c in found if c["verdict"] == WORSE]
-            return False, f"{name} is worse than {reference} on {metric} in {', '.join(worse)}"
+            return False, f"{name} is worse than {reference} on {metric.name} in {', '.join(worse)}"
     if champion is None:
         return True, "first registered version" + (
             f", no worse than {', '.join(references)}" if references else ""
@@ -136,7 +139,8 @@ def run(params: Params) -> dict:
         )
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
-    metric = config.metric or load_environment(**params.env.kwargs()).headline_metric
+    suite = load_environment(**params.env.kwargs()).evaluation_suite()
+    metric = suite.comparable(config.metric or suite.headline)
     hashes = dvc_hashes(config.lock_file)
     names = list(config.lineage)
     parent = names[names.index(config.candidate) - 1] if names.index(config.candidate) else None
@@ -158,7 +162,7 @@ def run(params: Params) -> dict:
     )
     version = mlflow.register_model(info.model_uri, config.model_name, tags=tags)
     overall = pooled(rows, metric)["mean"]
-    client.set_model_version_tag(config.model_name, version.version, f"eval.{metric}", f"{overall:.4f}")
+    client.set_model_version_tag(config.model_name, version.version, f"eval.{metric.name}", f"{overall:.4f}")
 
     references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
     promoted, reason = decide(champion, rows, metric, config.candidate, references)
@@ -171,7 +175,7 @@ def run(params: Params) -> dict:
         "version": int(version.version),
         "promoted": promoted,
         "reason": reason,
-        f"candidate_{metric}": overall,
+        f"candidate_{metric.name}": overall,
     }
     write_metrics(Path(params.layout.metrics) / "register.json", metrics)
     return metrics

@@ -12,7 +12,7 @@ from wander.core.registry import DEFAULT_ENV, load_environment
 from wander.eval.compare import compare, conclusion
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, text_table
-from wander.eval.matrix import RATES, MatrixInterrupted, run_matrix
+from wander.eval.matrix import MatrixInterrupted, run_matrix
 from wander.policies.openai_policy import PolicyRequestError
 from wander.scaffold import DEFAULT_KIND, KINDS, init_environment
 from wander.serve import serve_model
@@ -35,9 +35,9 @@ def compare_command(args: argparse.Namespace) -> int:
     result = evaluate(config, env=env) if args.out else run_matrix(config, env=env)
     a, b = config.policies
     rows_a, rows_b = ([r for r in result.rows if r["policy"] == name] for name in (a, b))
-    metric = args.metric or result.headline
+    metric = result.suite.comparable(args.metric or result.headline)
     found = compare(rows_a, rows_b, metric)
-    print(f"{metric} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
+    print(f"{metric.name} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
     print(f"{'column':<26}{'A [95% CI]':>22}{'B [95% CI]':>22}  verdict")
     for c in found:
         column = "all (pooled)" if c["opponent"] == "all" else f"{c['opponent']} {c['side']}"
@@ -188,7 +188,7 @@ def env_serve_command(args: argparse.Namespace) -> int:
 
 def env_init_command(args: argparse.Namespace) -> int:
     """Scaffold a working environment folder envs/NAME and say how to run it."""
-    folder = init_environment(args.name, kind=args.kind, force=args.force)
+    folder = init_environment(args.name, kind=args.kind)
     print(
         f"created {folder}/ ({args.kind}: factory, rubric, teacher, README.md, test_{args.name}.py); try it:\n"
         f"  pytest {folder}\n  wander eval --env {args.name} --games 4\n  dvc exp run -S env.name={args.name}"
@@ -253,7 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--metric",
         default=None,
-        help=f"metric to compare (tictactoe: one of {', '.join(RATES)}); default: the env's",
+        help="a metric of the env's evaluation suite with an interval (tictactoe: non_loss, win, loss, ...); "
+        "default: the suite's headline",
     )
     cmp.add_argument("--out", default=None, help="also write the full report to this folder")
     cmp.set_defaults(func=compare_command)
@@ -321,7 +322,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_KIND,
         help=f"the starter task's kind (default {DEFAULT_KIND})",
     )
-    env_init.add_argument("--force", action="store_true", help="replace an existing envs/NAME folder")
     env_init.set_defaults(func=env_init_command)
 
     serve_model.register(sub, port_number)

@@ -11,6 +11,7 @@ import random
 import re
 from collections.abc import Iterator
 
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import XMLParser, last_assistant_content, parse_integer
 from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
@@ -247,6 +248,10 @@ class CalculatorEnv(SeededSplits, ToolEnv):
                     value = TOOLS[name](value, b)
                     yield json.dumps(value)
                 yield f"<answer>{value}</answer>"
+
+    def evaluation_suite(self) -> EvaluationSuite:
+        """The rubric means per stratum and split; fewer failed tool calls are better."""
+        return super().evaluation_suite().lower_is_better("tool_errors")
 
     def curation_defaults(self) -> dict:
         """Exact answers only: the teacher's misreadings are what curation removes."""

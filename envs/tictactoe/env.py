@@ -62,7 +62,12 @@ def midgame_moves(seed: int) -> list[int]:
 
 
 class TicTacToeEnv(TicTacToePipeline, Environment):
-    """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted."""
+    """Multi-turn tic-tac-toe; invalid moves are re-prompted on the same board and counted.
+
+    Besides the pipeline's answers (pipeline.py) it opts into decision branching for GRPO
+    (wander/core/capabilities.py): `candidate_replies` (its legal moves), `expected_outcomes` (a sum over its
+    opponent's answers) and `best_outcomes` (its solver playing on).
+    """
 
     # The settings that decide how an episode plays out from its spec and replies. The others choose the specs
     # (splits, opponent range, strata) or weight the rubric: a client of a served copy does those on its side.
@@ -314,22 +319,22 @@ class TicTacToeEnv(TicTacToePipeline, Environment):
         return reply_text(cell, rationale(board, cell) if self.config.reply_format == "think" else None)
 
     def candidate_replies(self, episode: Episode) -> list[str]:
-        """A reply for each legal move of the current position, in the env's reply format."""
+        """CandidateReplies: a reply for each legal move of the current position, in the env's reply format."""
         board = episode.state["board"]
         return [self.reply_for(board, c) for c in legal_moves(board)]
 
     def expected_outcomes(
         self, branches: Sequence[tuple[Episode, Reply]], policy: Policy
     ) -> list[dict[str, float]]:
-        """Each episode's expected reward and rubric values after its reply, over every answer of its opponent
-        (at the episode's skill), `policy` greedy from then on (envs/tictactoe/exact.py)."""
+        """ExpectedOutcomes: each episode's expected reward and rubric values after its reply, over every answer of
+        its opponent (at the episode's skill), `policy` greedy from then on (envs/tictactoe/exact.py)."""
         from envs.tictactoe.exact import expected_after  # lazy: only exact evaluation needs it
 
         return expected_after(self, policy, branches)
 
     def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
-        """Each episode's expected reward and rubric values after its reply, over every answer of its opponent,
-        with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
+        """BestOutcomes: each episode's expected reward and rubric values after its reply, over every answer of its
+        opponent, with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
         from envs.tictactoe.exact import best_after  # lazy: only exact evaluation needs it
 
         return best_after(self, branches)

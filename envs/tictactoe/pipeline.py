@@ -1,39 +1,48 @@
-"""Tic-tac-toe's answers to the pipeline: its opponent matrix, exact evaluation, spec checks, curation, teacher."""
+"""Tic-tac-toe's answers to the pipeline: its opponent matrix (envs/tictactoe/suite.py), spec checks, curation and
+teacher, and the capabilities it opts into (wander/core/capabilities.py): exact evaluation, the worst case and
+augmentation by the board's symmetries (decision branching is in env.py)."""
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
 from envs.tictactoe.render import parse_board
+from envs.tictactoe.suite import SUITE
 from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_SKILL
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Policy
 from wander.core.suite import PipelineHooks, SpecChecks
 
-DEFAULT_OPPONENTS = ["random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0"]
 SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
 
 
 class TicTacToePipeline(PipelineHooks):
     """The opponent matrix (opponents x who moves first) as evaluation suite, exact results, board rendering."""
 
-    evaluation_suite = "matrix"
-    suite_sides = ("first", "second")
-    headline_metric = "non_loss"
     outcomes = ("win", "draw", "loss")
     teacher_skill = TEACHER_SKILL
     reference_policies = ("minimax", "random")
     exact_note = "Expected rates summed over every reply the opponent can make, both sides pooled."
+    """ExactEvaluation: how the exact results are computed."""
+    exact_columns = (
+        ("win", "win"),
+        ("draw", "draw"),
+        ("loss", "loss"),
+        ("any_invalid", "games with an invalid move"),
+        ("move_optimality", "optimal moves"),
+    )
+    """ExactEvaluation: the report's table of exact results."""
 
-    def suite_groups(self) -> list[str]:
-        """Opponents, weakest first."""
-        return list(DEFAULT_OPPONENTS)
+    def evaluation_suite(self) -> EvaluationSuite:
+        """Opponents (weakest first) x who moves first; outcomes as rates, headline the non-loss rate."""
+        return SUITE
 
     def check_suite_groups(self, names: Sequence[str]) -> None:
         """Every name is `random` or `minimax-<p>` (raises with the accepted names)."""
@@ -47,7 +56,7 @@ class TicTacToePipeline(PipelineHooks):
         specs = []
         for opponent in groups:
             p = opponent_skill(opponent)
-            for side in self.suite_sides:
+            for side in SUITE.sides:
                 # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
                 rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
                 for s in rng.sample(range(low, high), games):
@@ -60,7 +69,7 @@ class TicTacToePipeline(PipelineHooks):
         return specs
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
-        """A greedy policy's exact expected rates against each opponent, both sides pooled."""
+        """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled."""
         from envs.tictactoe.exact import (  # lazy: only the pipeline's evaluation needs it
             exact_both_sides,
             memoized,
@@ -70,13 +79,20 @@ class TicTacToePipeline(PipelineHooks):
         return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
 
     def worst_case(self, policy: Policy) -> dict[str, dict]:
-        """The best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
+        """WorstCase: the best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
         from envs.tictactoe.exploit import best_response  # lazy: only the pipeline's evaluation needs it
 
         return best_response(self, policy)
 
+    def worst_case_lines(self, worst: Mapping[str, Mapping[str, dict]]) -> list[str]:
+        """WorstCase: the report's table of each row's worst outcome per side and its line (envs/tictactoe/exploit.py)."""
+        from envs.tictactoe.exploit import worst_case_lines  # lazy: only the pipeline's evaluation needs it
+
+        return worst_case_lines(worst)
+
     def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
-        """The game's distinct images under the board's rotations and reflections (envs/tictactoe/symmetry.py)."""
+        """Augmentation: the game's distinct images under the board's rotations and reflections
+        (envs/tictactoe/symmetry.py)."""
         return symmetric_games(messages, self.config.rendering)
 
     def render_episode(self, episode: Episode) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, sentence, verify
 from envs.workplace_assistant.teacher import WorkplaceTeacher
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Message, Policy
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
@@ -142,6 +143,10 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
         for split in SPLIT_SEEDS:
             for episode in self.rollout(WorkplaceTeacher(), self.get_dataset(split).to_list()):
                 yield from (m["content"] for m in episode.messages[1:])
+
+    def evaluation_suite(self) -> EvaluationSuite:
+        """The rubric means per stratum and split; fewer side effects and failed tool calls are better."""
+        return super().evaluation_suite().lower_is_better("side_effects", "tool_errors")
 
     def curation_defaults(self) -> dict:
         """Completed requests only: partial credit and side effects are what curation removes."""

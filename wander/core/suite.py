@@ -1,8 +1,10 @@
 """What the pipeline asks an environment instead of knowing it: evaluation suite, spec checks, curation, teacher.
 
 `Environment` inherits these defaults, which fit any rubric-scored environment whose specs carry a `stratum`:
-the evaluation suite is every difficulty stratum of the eval and test splits, scored by the rubric's means with
-95% intervals. A game against opponents (tic-tac-toe) overrides them with its opponent matrix.
+the evaluation suite (`evaluation_suite()`, data: wander/core/evaluation_suite.py) is every difficulty stratum of
+the eval and test splits, scored by the rubric's means with 95% intervals. A game against opponents (tic-tac-toe)
+returns its opponent matrix instead. Powers only some envs have (exact evaluation, worst case, decision branching,
+augmentation) are not hooks here: they are protocols an env opts into (wander/core/capabilities.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wander.core.episode import Episode
+from wander.core.evaluation_suite import EvaluationSuite, rubric_suite
 from wander.core.policy import Policy
 
 
@@ -36,12 +39,6 @@ class SpecChecks:
 class PipelineHooks:
     """The pipeline's questions to an environment, with defaults for a rubric-scored env with strata."""
 
-    evaluation_suite = "rubric"
-    """"rubric": rubric means per stratum x split (wander/eval/rubric_report.py); "matrix": a game's opponent matrix."""
-    suite_sides: tuple[str, ...] = ("eval", "test")
-    """The second level of the suite's columns (tic-tac-toe: who moves first; default: the split)."""
-    headline_metric = "reward"
-    """The metric reports plot and register compares when none is named."""
     outcomes: tuple[str, ...] = ()
     """Labels `state["outcome"]` takes at the end of an episode; () when episodes have none."""
     teacher_skill = 0.5
@@ -54,13 +51,14 @@ class PipelineHooks:
         """The model name the embedded teacher answers to."""
         return f"{self.name}-teacher"
 
-    def suite_groups(self) -> list[str]:
-        """The suite's default column groups: one per difficulty stratum."""
-        return [f"stratum-{k}" for k in range(self.spec_checks().strata)]
+    def evaluation_suite(self) -> EvaluationSuite:
+        """The suite's columns, metrics, headline and report: by default each rubric metric's mean (reward first)
+        per difficulty stratum of the eval and test splits."""
+        return rubric_suite(("reward", *self.rubric.names), self.spec_checks().strata)
 
     def check_suite_groups(self, names: Sequence[str]) -> None:
         """Raise ValueError naming the accepted groups when one of `names` is not a column group of this env."""
-        known = self.suite_groups()
+        known = list(self.evaluation_suite().groups)
         unknown = [n for n in names if n not in known]
         if unknown:
             raise ValueError(f"{self.name} has no suite column(s) {unknown}; its columns are {known}")
@@ -68,11 +66,11 @@ class PipelineHooks:
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """`games` specs per (group, side), cell after cell: the first of the split's specs in that stratum."""
         self.check_suite_groups(groups)
-        strata = self.suite_groups()
+        suite = self.evaluation_suite()
         specs = []
         for group in groups:
-            stratum = strata.index(group)
-            for side in self.suite_sides:
+            stratum = suite.groups.index(group)
+            for side in suite.sides:
                 # The splits are frozen by the env's own seed: the suite seed has nothing left to choose.
                 rows = [r for r in self.get_dataset(side) if r.get("stratum", 0) == stratum][:games]
                 if len(rows) < games:
@@ -82,23 +80,6 @@ class PipelineHooks:
                     )
                 specs += [{**r, "opponent": group, "side": side} for r in rows]
         return specs
-
-    def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]] | None:
-        """Exact expected metrics of a deterministic policy per group (no sampling noise), when the env can."""
-        return None
-
-    exact_note = ""
-    """How the exact results are computed, for the report."""
-
-    def worst_case(self, policy: Policy) -> dict[str, dict] | None:
-        """Per side, a deterministic policy's outcome against an opponent that knows its every move (the best
-        response) and the line to it, when the env can compute it."""
-        return None
-
-    def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
-        """Other games that teach the same moves as this one (tic-tac-toe: its images under the board's
-        symmetries), for curate's `augment`; none by default."""
-        return []
 
     def render_episode(self, episode: Episode) -> str:
         """An episode as plain text for a report: every message, role first."""

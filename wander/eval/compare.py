@@ -1,37 +1,48 @@
 """Is B better than A? Per column of the matrix, decided by the 95% intervals, never by raw means.
 
-B is better in a column when its interval lies wholly above A's (wholly below for loss and invalid rates), worse in
-the mirror case, and otherwise there is no clear difference. Non-overlapping 95% intervals are a conservative test:
-a "better" is a difference the games really show; "no clear difference" says more games are needed to tell.
+B is better in a column when its interval lies wholly above A's (wholly below for a metric the env's suite marks
+lower-is-better, such as losses or side effects), worse in the mirror case, and otherwise there is no clear
+difference. Non-overlapping 95% intervals are a conservative test: a "better" is a difference the games really
+show; "no clear difference" says more games are needed to tell.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wander.eval.matrix import RATES, pooled
+from wander.core.evaluation_suite import MEAN, Metric
+from wander.eval.cells import pooled
 
 BETTER, WORSE, UNCLEAR = "better", "worse", "no clear difference"
-LOWER_IS_BETTER = ("loss", "invalid")
 
 
-def verdict(a: dict[str, float], b: dict[str, float], metric: str = "non_loss") -> str:
+def verdict(a: dict[str, float], b: dict[str, float], lower_is_better: bool = False) -> str:
     """`better`, `worse` or `no clear difference` for B against A, from their intervals."""
     above = b["ci_low"] > a["ci_high"]
     below = b["ci_high"] < a["ci_low"]
-    if metric in LOWER_IS_BETTER:
+    if lower_is_better:
         above, below = below, above
     return BETTER if above else WORSE if below else UNCLEAR
 
 
-def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: str = "non_loss") -> list[dict]:
-    """One entry per column (opponent x side) of A, then the pooled `all` column: both rates and the verdict."""
+def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: Metric) -> list[dict]:
+    """One entry per column (opponent x side) of A, then the pooled `all` column: both values and the verdict.
+
+    `metric` is one of the suite's (`suite.comparable(name)`): its kind says how cells pool, its direction which
+    way is better.
+    """
     if not rows_a or not rows_b:
         raise ValueError("compare needs the matrix rows of both policies; one of them has none")
-    # A game matrix compares its rates; a rubric suite's rows carry each rubric metric with its spread.
-    means = sorted(k.removesuffix("_sd") for k in rows_a[0] if k.endswith("_sd"))
-    if metric not in (means or RATES):
-        raise ValueError(f"cannot compare on {metric!r}; choose a rate: {', '.join(means or RATES)}")
+    if not metric.comparable:
+        raise ValueError(f"cannot compare on {metric.name!r}: its pooled cells have no interval")
+    needed = (f"{metric.name}_sd",) if metric.kind == MEAN else (metric.count or metric.failures,)
+    needed += (metric.trials_count,) if metric.trials_count else ()
+    absent = [k for k in needed if k not in rows_a[0] or k not in rows_b[0]]
+    if absent:
+        raise ValueError(
+            f"the rows have no {', '.join(absent)} to compare {metric.name!r} with; compare rows of the suite "
+            "that defines the metric"
+        )
     b_cells = {(r["opponent"], r["side"]): r for r in rows_b}
     missing = [f"{r['opponent']} ({r['side']})" for r in rows_a if (r["opponent"], r["side"]) not in b_cells]
     if missing:
@@ -45,14 +56,14 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: str = "non_l
             {
                 "opponent": opponent,
                 "side": side,
-                "metric": metric,
+                "metric": metric.name,
                 "a": a["mean"],
                 "a_ci_low": a["ci_low"],
                 "a_ci_high": a["ci_high"],
                 "b": b["mean"],
                 "b_ci_low": b["ci_low"],
                 "b_ci_high": b["ci_high"],
-                "verdict": verdict(a, b, metric),
+                "verdict": verdict(a, b, metric.lower_is_better),
             }
         )
     return out
@@ -69,7 +80,7 @@ def conclusion(comparisons: Sequence[dict], a: str = "A", b: str = "B") -> str:
     columns = [c for c in comparisons if c["opponent"] != "all"]
     better = sum(c["verdict"] == BETTER for c in columns)
     worse = sum(c["verdict"] == WORSE for c in columns)
-    n, metric = len(columns), comparisons[0]["metric"] if comparisons else "non_loss"
+    n, metric = len(columns), comparisons[0]["metric"] if comparisons else "the metric"
     if better and not worse:
         return f"{b} is better than {a} on {metric}: better in {better} of {n} columns, worse in none."
     if worse and not better:

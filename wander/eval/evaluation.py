@@ -1,8 +1,9 @@
 """An evaluation from start to written report: the env's suite for every policy, then metrics, tables, plots.
 
-The env decides the suite (`evaluation_suite`): a game's opponent matrix (`wander.eval.report` writes it) or rubric
-means per difficulty stratum and split (`wander.eval.rubric_report`). `wander eval` and the pipeline's evaluate stage
-both call `evaluate`.
+The env decides the suite (`env.evaluation_suite()`, data): its kind picks the report that writes it, a game's
+opponent matrix (`wander.eval.report`) or rubric means per difficulty stratum and split (`wander.eval.rubric_report`);
+the plots are the suite's headline (`wander.eval.plots`). `wander eval` and the pipeline's evaluate stage both call
+`evaluate`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 
 from wander.core.atomic_io import write_text
 from wander.core.environment import Environment
+from wander.core.evaluation_suite import MATRIX, RUBRIC
 from wander.core.policy import Policy
-from wander.eval import report, rubric_report
+from wander.eval import plots, report, rubric_report
 from wander.eval.config import EvaluateConfig
 from wander.eval.curves import plot_curves, read_curves
 from wander.eval.matrix import MatrixInterrupted, MatrixResult, run_matrix
@@ -25,25 +27,24 @@ from wander.eval.report import OUTPUTS
 
 logger = logging.getLogger(__name__)
 
-# The module that writes a suite's outputs, by the env's `evaluation_suite`.
-REPORTS = {"matrix": report, "rubric": rubric_report}
+# The module that writes a suite's outputs, by the suite's kind.
+REPORTS = {MATRIX: report, RUBRIC: rubric_report}
 
 
 def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
     """The few numbers `dvc metrics` shows, as the suite's report computes them."""
-    return REPORTS[result.suite].headline_metrics(result, baseline)
+    return REPORTS[result.suite.kind].headline_metrics(result, baseline)
 
 
 def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline: str | None = None) -> dict:
     """Every output of the suite under `out_dir` (each file written atomically); their paths by kind."""
-    suite = REPORTS[result.suite]
+    suite = REPORTS[result.suite.kind]
     paths = {kind: Path(out_dir) / name for kind, name in OUTPUTS.items()}
     write_text(paths["metrics"], json.dumps(suite.headline_metrics(result, baseline), indent=2) + "\n")
     write_text(paths["matrix"], json.dumps(suite.matrix_dict(result, seed), indent=2) + "\n")
     write_text(paths["csv"], report.csv_text(result.rows))
-    metric, labels = suite.plot_labels(result)
-    report.plot_heatmap(result, paths["heatmap"], metric, labels)
-    report.plot_bars(result, paths["bars"], metric, labels)
+    plots.plot_heatmap(result, paths["heatmap"])
+    plots.plot_bars(result, paths["bars"])
     plot_curves(result.curves, paths["curve"])
     write_text(paths["report"], suite.markdown_report(result, seed, baseline))
     return paths
@@ -51,7 +52,7 @@ def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline:
 
 def text_table(result: MatrixResult) -> str:
     """The suite as a fixed-width table for a terminal."""
-    return REPORTS[result.suite].text_table(result)
+    return REPORTS[result.suite.kind].text_table(result)
 
 
 def evaluate(

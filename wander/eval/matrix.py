@@ -1,8 +1,9 @@
 """The evaluation matrix: policies (rows) against the env's suite columns (group x side), on a frozen suite.
 
-The env says what its columns are (`wander.core.suite.PipelineHooks`): a game's opponents x who moves first
-(`evaluation_suite = "matrix"`: win/draw/loss rates from counts) or difficulty strata x splits (`"rubric"`: rubric
-means with normal intervals). Row fields keep the names `opponent` (the column group) and `side`.
+The env says what its columns and metrics are (`env.evaluation_suite()`, wander/core/evaluation_suite.py): a game's
+opponents x who moves first, or difficulty strata x splits; each cell's row is built from the suite
+(wander/eval/cells.py). Row fields keep the names `opponent` (the column group) and `side`. Exact results and worst
+cases are added for greedy rows when the env has those capabilities (wander/core/capabilities.py).
 
 Every cell is a fixed list of episode specs from the suite seed, the same for every policy, so rows are
 comparable and greedy reruns are identical. All games of one policy go through one batched rollout, so a local
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,19 +21,18 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from wander.core.capabilities import ExactEvaluation, WorstCase
 from wander.core.environment import Environment
 from wander.core.episode import Episode
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Conversation, Policy, Reply
 from wander.core.registry import DEFAULT_ENV, load_environment
-from wander.core.stats import Z95, mean_ci, wilson_interval
+from wander.eval.cells import cell_row
 from wander.eval.config import EvaluateConfig
 from wander.policies.loading import make_policy
 from wander.policies.vllm_server import VLLMServer
 
 logger = logging.getLogger(__name__)
-# Rates with a Wilson interval, each from a count of successes out of games (or moves, for optimality).
-RATES = ("win", "draw", "loss", "non_loss", "invalid", "move_optimality")
-MEANS = ("format", "turns")  # per-game means with a normal interval
 
 
 @dataclass
@@ -46,18 +45,28 @@ class MatrixResult:
     opponents: list[str]
     games: int
     decoding: str
-    sides: tuple[str, ...] = ("first", "second")  # the second level of the columns (the env's suite_sides)
-    suite: str = "matrix"  # the env's evaluation_suite: which report writes the outputs
-    headline: str = "non_loss"  # the env's headline metric
+    suite: EvaluationSuite  # the env's: columns, metrics, headline, report
     render: Callable[[Episode], str] | None = None  # the env's render_episode, for sample episodes
-    exact_note: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
-    # policy -> opponent -> exact expected rates, both sides pooled (greedy local models only)
+    # policy -> opponent -> exact expected metrics, both sides pooled (greedy rows of an ExactEvaluation env)
     exact: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    # policy -> side -> the outcome against an opponent that knows the policy, and its line (greedy local models)
+    exact_note: str = ""  # the env's, for the report
+    exact_columns: tuple[tuple[str, str], ...] = ()  # (result key, label): the report's exact table
+    # policy -> side -> the outcome against an opponent that knows the policy, and its line (a WorstCase env)
     worst: dict[str, dict[str, dict]] = field(default_factory=dict)
+    worst_lines: Callable[[dict[str, dict[str, dict]]], list[str]] | None = None  # the env's report section
     # (stage, points) of the GRPO learning curves found in the rows' model folders, in row order
     curves: list[tuple[str, list[dict]]] = field(default_factory=list)
+
+    @property
+    def sides(self) -> tuple[str, ...]:
+        """The second level of the columns."""
+        return self.suite.sides
+
+    @property
+    def headline(self) -> str:
+        """The suite's headline metric."""
+        return self.suite.headline
 
     def row(self, policy: str, opponent: str, side: str) -> dict:
         """The row of one cell."""
@@ -81,125 +90,6 @@ class MatrixInterrupted(RuntimeError):
             return message
         finished = ", ".join(self.partial.policies)
         return f"{message}; the rows that finished ({finished}) are written to {self.saved_to}/"
-
-
-def counts(rows: Sequence[dict], metric: str) -> tuple[int, int]:
-    """Successes and trials of a rate, summed over rows (exact: rows keep their counts)."""
-    if metric == "move_optimality":
-        return sum(r["optimal_moves"] for r in rows), sum(r["moves"] for r in rows)
-    key = {"win": "wins", "draw": "draws", "loss": "losses", "invalid": "invalid_games"}.get(metric)
-    games = sum(r["games"] for r in rows)
-    if metric == "non_loss":
-        return games - sum(r["losses"] for r in rows), games
-    if key is None:
-        raise ValueError(f"{metric!r} is not a rate; choose one of {RATES}")
-    return sum(r[key] for r in rows), games
-
-
-def pooled(rows: Sequence[dict], metric: str) -> dict[str, float]:
-    """A metric pooled over rows (e.g. both sides, or a whole row of the matrix) with its 95% interval: a game
-    rate from its counts (Wilson), a rubric mean from each row's mean, spread and games (normal)."""
-    if rows and f"{metric}_sd" in rows[0]:
-        return pooled_mean(rows, metric)
-    successes, n = counts(rows, metric)
-    low, high = wilson_interval(successes, n)
-    if not n:
-        return {"mean": float("nan"), "ci_low": low, "ci_high": high, "n": 0}
-    return {"mean": successes / n, "ci_low": low, "ci_high": high, "n": n}
-
-
-def summary(rows: Sequence[dict]) -> dict[str, float]:
-    """Flat metrics of a group of cells: pooled rates with intervals, game-weighted format and turns."""
-    out: dict[str, float] = {"games": sum(r["games"] for r in rows)}
-    for metric in RATES:
-        stats = pooled(rows, metric)
-        out.update(
-            {
-                metric: stats["mean"],
-                f"{metric}_ci_low": stats["ci_low"],
-                f"{metric}_ci_high": stats["ci_high"],
-            }
-        )
-    for metric in MEANS:
-        out[metric] = sum(r[metric] * r["games"] for r in rows) / out["games"]
-    return out
-
-
-def pooled_mean(rows: Sequence[dict], metric: str) -> dict[str, float]:
-    """A rubric mean pooled over rows, its variance rebuilt from each row's mean, spread and size."""
-    n = sum(r["games"] for r in rows)
-    if not n:
-        return {"mean": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
-    mean = sum(r[metric] * r["games"] for r in rows) / n
-    squares = sum(
-        (r["games"] - 1) * r[f"{metric}_sd"] ** 2 + r["games"] * (r[metric] - mean) ** 2 for r in rows
-    )
-    half = Z95 * math.sqrt(squares / (n - 1) / n) if n > 1 else 0.0
-    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
-
-
-def rubric_row(
-    policy: str, group: str, side: str, decoding: str, episodes: Sequence[Episode], names: Sequence[str]
-) -> dict:
-    """One tidy row of a rubric suite: games, errors, then each rubric metric's mean, 95% interval and spread."""
-    row = {"policy": policy, "opponent": group, "side": side, "decoding": decoding, "games": len(episodes)}
-    row["errored"] = sum(ep.error is not None for ep in episodes)
-    for metric in names:
-        values = [ep.reward if metric == "reward" else ep.values.get(metric, 0.0) for ep in episodes]
-        stats = mean_ci(values)
-        spread = (
-            math.sqrt(sum((v - stats["mean"]) ** 2 for v in values) / (len(values) - 1))
-            if len(values) > 1
-            else 0.0
-        )
-        row.update(
-            {
-                metric: stats["mean"],
-                f"{metric}_ci_low": stats["ci_low"],
-                f"{metric}_ci_high": stats["ci_high"],
-            }
-        )
-        row[f"{metric}_sd"] = spread
-    return row
-
-
-def cell_row(policy: str, opponent: str, side: str, decoding: str, episodes: Sequence[Episode]) -> dict:
-    """One tidy row of a game matrix: counts, then every metric with its 95% interval."""
-    outcomes = [ep.state.get("outcome") for ep in episodes]
-    row = {
-        "policy": policy,
-        "opponent": opponent,
-        "side": side,
-        "opponent_random_move_prob": episodes[0].spec["random_move_prob"],
-        "decoding": decoding,
-        "games": len(episodes),
-        "wins": outcomes.count("win"),
-        "draws": outcomes.count("draw"),
-        "losses": len(episodes) - outcomes.count("win") - outcomes.count("draw"),  # out of turns is a loss
-        "invalid_games": sum(ep.state.get("invalid", 0) > 0 for ep in episodes),
-        "moves": sum(ep.state.get("model_moves", 0) for ep in episodes),
-        "optimal_moves": sum(ep.state.get("optimal", 0) for ep in episodes),
-        "errored": sum(ep.error is not None for ep in episodes),
-    }
-    for metric in RATES:
-        stats = pooled([row], metric)
-        row.update(
-            {
-                metric: stats["mean"],
-                f"{metric}_ci_low": stats["ci_low"],
-                f"{metric}_ci_high": stats["ci_high"],
-            }
-        )
-    for metric in MEANS:
-        stats = mean_ci([ep.values.get(metric, 0.0) for ep in episodes])
-        row.update(
-            {
-                metric: stats["mean"],
-                f"{metric}_ci_low": stats["ci_low"],
-                f"{metric}_ci_high": stats["ci_high"],
-            }
-        )
-    return row
 
 
 class _Progress:
@@ -245,60 +135,12 @@ def play_row(
     return episodes
 
 
-def exact_row(
-    env: Environment, policy: Policy, opponents: Sequence[str]
-) -> dict[str, dict[str, float]] | None:
-    """A greedy policy's exact expected rates per column group, when the env computes them (no sampling noise)."""
+def exact_row(env: ExactEvaluation, policy: Policy, opponents: Sequence[str]) -> dict[str, dict[str, float]]:
+    """A greedy policy's exact expected metrics per column group (no sampling noise)."""
     start = time.perf_counter()
     out = env.exact_suite(policy, opponents)
-    if out is not None:
-        logger.info("exact results in %.1f s", time.perf_counter() - start)
+    logger.info("exact results in %.1f s", time.perf_counter() - start)
     return out
-
-
-def exact_lines(result: MatrixResult) -> list[str]:
-    """Markdown: the exact table of every greedy model row (expected rates, both sides pooled)."""
-    if not result.exact:
-        return []
-    md = [
-        "## Exact results (greedy model rows, no sampling noise)",
-        "",
-        result.exact_note,
-        "",
-        "| policy | opponent | win | draw | loss | games with an invalid move | optimal moves |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, rows in result.exact.items():
-        for opponent, r in rows.items():
-            md.append(
-                f"| {name} | {opponent} | {r['win']:.3f} | {r['draw']:.3f} | {r['loss']:.3f} "
-                f"| {r['any_invalid']:.3f} | {r['move_optimality']:.3f} |"
-            )
-    return md + [""]
-
-
-def worst_lines(result: MatrixResult) -> list[str]:
-    """Markdown: each greedy model row's outcome against an opponent that knows it, with the line."""
-    if not result.worst:
-        return []
-    md = [
-        "## Worst case (an opponent that knows the model)",
-        "",
-        "The best response to each greedy model, computed exactly over its whole strategy: the outcome it is held to"
-        " on each side, and the line; then the same against a sound opponent, one that never gives up the game's"
-        " value itself (any strong player): a model held to a draw there loses only after its opponent blundered.",
-        "",
-        "| policy | side | worst outcome | line | sound opponent | line |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, sides in result.worst.items():
-        for side, w in sides.items():
-            sound = w.get("sound") or {"outcome": "", "line": []}
-            md.append(
-                f"| {name} | {side} | {w['outcome']} | {', '.join(w['line'])} | {sound['outcome']} "
-                f"| {', '.join(sound['line'])} |"
-            )
-    return md + [""]
 
 
 def run_matrix(
@@ -315,7 +157,8 @@ def run_matrix(
     """
     built = dict(built or {})
     local = env if isinstance(env, Environment) else load_environment(**{"name": DEFAULT_ENV, **(env or {})})
-    groups = config.opponents or local.suite_groups()
+    suite = local.evaluation_suite()
+    groups = config.opponents or list(suite.groups)
     specs = local.suite_specs(groups, config.games, config.seed)
     play = play_in(local, len(specs)) if play_in else local  # a row's games are all live together
     result = MatrixResult(
@@ -325,12 +168,13 @@ def run_matrix(
         opponents=list(groups),
         games=config.games,
         decoding=config.decoding,
-        sides=tuple(local.suite_sides),
-        suite=local.evaluation_suite,
-        headline=local.headline_metric,
+        suite=suite,
         render=local.render_episode,
-        exact_note=local.exact_note,
     )
+    if isinstance(local, ExactEvaluation):
+        result.exact_note, result.exact_columns = local.exact_note, tuple(local.exact_columns)
+    if isinstance(local, WorstCase):
+        result.worst_lines = local.worst_case_lines
     for name, spec in dict(result.policies).items():
         try:
             _play_policy_row(result, play, local, specs, config, name, built.get(name) or spec)
@@ -391,18 +235,12 @@ def _play_policy_row(
         len(episodes) / max(seconds, 1e-9),
     )
     if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
-        exact = exact_row(local, policy, result.opponents)
-        if exact is not None:
-            result.exact[name] = exact
-        worst = local.worst_case(policy)
-        if worst is not None:
-            result.worst[name] = worst
+        if isinstance(local, ExactEvaluation):
+            result.exact[name] = exact_row(local, policy, result.opponents)
+        if isinstance(local, WorstCase):
+            result.worst[name] = local.worst_case(policy)
     del policy  # a local model's memory goes before the next row loads
     result.episodes[name] = episodes
-    metrics = ("reward", *local.rubric.names)
     for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
         cell = episodes[i * config.games : (i + 1) * config.games]
-        if result.suite == "matrix":
-            result.rows.append(cell_row(name, group, side, decoding, cell))
-        else:
-            result.rows.append(rubric_row(name, group, side, decoding, cell, metrics))
+        result.rows.append(cell_row(result.suite, name, group, side, decoding, cell))

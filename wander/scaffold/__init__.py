@@ -31,7 +31,7 @@ no block of its own (`env.<name>`)."""
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
-def check_name(name: str, envs_dir: Path, force: bool = False) -> None:
+def check_name(name: str, envs_dir: Path) -> None:
     """Raise ValueError saying why `name` cannot be a new environment in `envs_dir`, and what to do instead."""
     if not NAME.fullmatch(name) or keyword.iskeyword(name):
         raise ValueError(
@@ -53,10 +53,9 @@ def check_name(name: str, envs_dir: Path, force: bool = False) -> None:
             "from the project's root folder, the one holding envs/"
         )
     folder = envs_dir / name
-    if folder.exists() and not force:
-        raise ValueError(
-            f"{folder} already exists; pick another name, or pass --force to replace that folder"
-        )
+    if folder.exists():
+        # Never replaced: an environment folder holds someone's work, and a scaffold is cheap to make elsewhere.
+        raise ValueError(f"{folder} already exists; pick another name (or delete that folder yourself first)")
     if name in environment_names() and not folder.exists():
         raise ValueError(
             f"an environment named {name!r} already exists elsewhere in the catalogue; pick another name"
@@ -96,12 +95,10 @@ def render(name: str, kind: str) -> dict[str, str]:
     }
 
 
-def init_environment(
-    name: str, kind: str = DEFAULT_KIND, envs_dir: Path | str = "envs", force: bool = False
-) -> Path:
+def init_environment(name: str, kind: str = DEFAULT_KIND, envs_dir: Path | str = "envs") -> Path:
     """Write the new environment folder `envs_dir/name` whole (rendered in a temp folder, then renamed); its path."""
     envs_dir = Path(envs_dir)
-    check_name(name, envs_dir, force)
+    check_name(name, envs_dir)
     rendered = render(name, kind)
     folder = envs_dir / name
     with atomic_dir(folder) as tmp:

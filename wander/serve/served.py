@@ -24,7 +24,7 @@ from typing import Any
 
 from wander.core.environment import Environment
 from wander.core.episode import Episode
-from wander.core.policy import Message, Policy, Reply
+from wander.core.policy import Message
 from wander.serve.client import RemoteEnvironment, RemoteError
 
 logger = logging.getLogger(__name__)
@@ -127,19 +127,11 @@ class ServedEnvironment(RemoteEnvironment):
         """The local env's learning-curve suite (tic-tac-toe's is exact: it forces replies into local state)."""
         return self.local.curve_metrics(*args, **kwargs)
 
-    def expected_outcomes(
-        self, branches: list[tuple[Episode, Reply]], policy: Policy
-    ) -> list[dict[str, float]]:
-        """The local env's expected outcomes after each branch move: like the curve, a computation over the local
-        rules from the state the server reported (tic-tac-toe forces the opponent's replies into local forks)."""
-        return self.local.expected_outcomes(branches, policy)
-
-    def candidate_replies(self, episode: Episode) -> list[str]:
-        """The local env's replies worth trying at the episode's turn."""
-        return self.local.candidate_replies(episode)
-
     def __getattr__(self, name: str) -> Any:
-        # Only for attributes this object lacks (`config`, a solver, an expert): the local env's.
+        # Only for attributes this object lacks (`config`, a solver, an expert): the local env's. So are the local
+        # env's capabilities (wander/core/capabilities.py), and only those: `isinstance(served, ExpectedOutcomes)`
+        # holds when the local env has them, and they compute over the local rules from the state the server
+        # reported (tic-tac-toe forces the opponent's replies into local forks).
         if name == "local":
             raise AttributeError(name)
         return getattr(self.local, name)

@@ -16,6 +16,10 @@ env's own best (`env.best_outcomes`, tic-tac-toe's solver), so a move is valued 
 current model follows it up (measured on tic-tac-toe: the same plateau as "expected", at two thirds of the cost
 per step; docs/experiments/training-report.md). Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
+
+"expected", "best" and `explore` need capabilities only some envs have (wander/core/capabilities.py):
+`ExpectedOutcomes`, `BestOutcomes` and `CandidateReplies`; `DecisionRollout` refuses an env without the one it
+needs (`MissingCapability`, naming it).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from wander.core.capabilities import BestOutcomes, CandidateReplies, ExpectedOutcomes, require
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Message, Policy, Reply
@@ -42,7 +47,7 @@ ExpectFn = Callable[[list[tuple[Episode, Reply]]], list[dict[str, float]]]
 ExploreFn = Callable[[Episode, list[str], list[list[int]]], tuple[list[str], list[list[int]]]]
 
 
-def untried_moves(env: Environment, tokenizer: Any, share: float) -> ExploreFn:
+def untried_moves(env: CandidateReplies, tokenizer: Any, share: float) -> ExploreFn:
     """Exploration at the branch: the last `share` of each group's samples play replies the group's sampled ones
     did not (the env's `candidate_replies`, in an order drawn from the episode seed), so a confident model still
     sees what its other moves are worth. Those samples are off-policy: the loss treats them as sampled."""
@@ -156,22 +161,14 @@ class DecisionRollout:
             raise ValueError(
                 f"explore is the share of each group's samples that try untried moves, in [0, 1): {explore}"
             )
-        if explore and type(env).candidate_replies is Environment.candidate_replies:
-            raise ValueError(
-                f"explore needs an env that lists its possible replies (`candidate_replies`); {env.name} does not"
-            )
+        if explore:
+            require(env, CandidateReplies, "explore (trying untried moves)", "set explore to 0")
         if play_on not in PLAY_ON:
             raise ValueError(f"play_on must be one of {PLAY_ON}, got {play_on!r}")
-        if play_on == "expected" and type(env).expected_outcomes is Environment.expected_outcomes:
-            raise ValueError(
-                f"play_on='expected' needs an env that enumerates its randomness (`expected_outcomes`); {env.name} "
-                "does not: use 'sample' or 'greedy'"
-            )
-        if play_on == "best" and type(env).best_outcomes is Environment.best_outcomes:
-            raise ValueError(
-                f"play_on='best' needs an env that solves itself (`best_outcomes`); {env.name} does not: use "
-                "'sample', 'greedy' or 'expected'"
-            )
+        if play_on == "expected":
+            require(env, ExpectedOutcomes, "play_on='expected'", "use play_on='sample' or 'greedy'")
+        if play_on == "best":
+            require(env, BestOutcomes, "play_on='best'", "use play_on='sample', 'greedy' or 'expected'")
         self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
@@ -201,10 +198,11 @@ class DecisionRollout:
                 "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
             )
         greedy = _greedy_policy(trainer, template_kwargs) if self.play_on in ("greedy", "expected") else None
-        expect = {
-            "expected": functools.partial(self.env.expected_outcomes, policy=greedy),
-            "best": self.env.best_outcomes,
-        }
+        expect = None  # the capability checked in __init__
+        if self.play_on == "expected":
+            expect = functools.partial(self.env.expected_outcomes, policy=greedy)
+        elif self.play_on == "best":
+            expect = self.env.best_outcomes
         samples = play_decisions(
             self.env,
             [spec_of(p) for p in prompts],
@@ -212,7 +210,7 @@ class DecisionRollout:
             turn,
             self.max_depth,
             play_on=_texts_of(greedy) if self.play_on == "greedy" else None,
-            expect=expect.get(self.play_on),
+            expect=expect,
             explore=untried_moves(self.env, tokenizer, self.explore) if self.explore else None,
         )
         episodes = [s["episode"] for s in samples]

@@ -20,6 +20,7 @@ from envs.tictactoe.players import RandomPlayer
 from tasks.evaluate import mlflow_key, run
 from tasks.plumbing.sections import Evaluate as EvaluateConfig
 from tasks.plumbing.sections import Params
+from wander import load_environment
 from wander.core import atomic_io
 from wander.core.atomic_io import TEMP_NAME
 from wander.core.policy import Reply
@@ -27,6 +28,9 @@ from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_
 from wander.eval.evaluation import write_report
 from wander.eval.matrix import run_matrix
 from wander.eval.report import OUTPUTS, markdown_report, sample_games, text_table
+
+SUITE = load_environment("tictactoe").evaluation_suite()
+NON_LOSS = SUITE.metric("non_loss")
 
 OPPONENTS = ["random", "minimax-0.5", "minimax-0"]
 
@@ -145,20 +149,18 @@ def test_the_atomicity_check_catches_a_writer_that_writes_in_place(result, tmp_p
 
 def test_an_interrupted_report_leaves_every_file_whole_and_no_temporary_file(result, tmp_path, monkeypatch):
     before = {kind: path.read_bytes() for kind, path in write_report(result, tmp_path, seed=0).items()}
-    savefig, plots = Figure.savefig, []
+    savefig = Figure.savefig
 
-    def disk_full_on_the_second_plot(self, fname, *args, **kwargs):
-        plots.append(fname)
-        if len(plots) == 2:  # the bars: half a PNG reaches the disk, then it is full
+    def disk_full_at_the_bars(self, fname, *args, **kwargs):
+        if OUTPUTS["bars"] in os.path.basename(fname):  # half a PNG reaches the disk, then it is full
             Path(fname).write_bytes(before["bars"][: len(before["bars"]) // 2])
             raise OSError(errno.ENOSPC, "No space left on device")
         return savefig(self, fname, *args, **kwargs)
 
-    monkeypatch.setattr(Figure, "savefig", disk_full_on_the_second_plot)
+    monkeypatch.setattr(Figure, "savefig", disk_full_at_the_bars)
+    # Another seed, which matrix.json and report.md record: a rewrite of either shows.
     with pytest.raises(OSError, match="No space left"):
-        write_report(
-            result, tmp_path, seed=1
-        )  # another seed: the files it rewrites differ from the first run's
+        write_report(result, tmp_path, seed=1)
     paths = {kind: tmp_path / name for kind, name in OUTPUTS.items()}
     # Written before the failure: the new versions, whole.
     assert json.loads(paths["matrix"].read_text())["seed"] == 1
@@ -273,7 +275,7 @@ def test_report_shows_sample_games(paths, result):
     assert "### minimax: a win vs" in text
     assert "### random: a loss vs" in text
     assert "### clumsy: an invalid move vs" in text
-    kinds = [kind for kind, _ in sample_games(result.episodes["clumsy"])]
+    kinds = [kind for kind, _ in sample_games(result.episodes["clumsy"], SUITE.report.samples)]
     assert kinds == ["a win", "a loss", "an invalid move"]
     game = result.render(result.episodes["clumsy"][0])
     assert "turn 1" in game and "end" in game and '"<move>9</move>"' in game
@@ -286,14 +288,14 @@ def test_text_table_lists_every_cell(result):
 
 
 def test_compare_uses_intervals(result):
-    found = compare(rows_of(result, "random"), rows_of(result, "minimax"))
+    found = compare(rows_of(result, "random"), rows_of(result, "minimax"), NON_LOSS)
     by_column = {(c["opponent"], c["side"]): c["verdict"] for c in found}
     assert by_column["random", "first"] == by_column["random", "second"] == BETTER
     assert by_column["all", "both"] == BETTER and is_better(found)
     assert conclusion(found, "random", "minimax").startswith("minimax is better than random")
-    backwards = compare(rows_of(result, "minimax"), rows_of(result, "random"))
+    backwards = compare(rows_of(result, "minimax"), rows_of(result, "random"), NON_LOSS)
     assert backwards[0]["verdict"] == WORSE and not is_better(backwards)
-    same = compare(rows_of(result, "random"), rows_of(result, "random"))
+    same = compare(rows_of(result, "random"), rows_of(result, "random"), NON_LOSS)
     assert {c["verdict"] for c in same} == {UNCLEAR} and not is_better(same)
     assert "no clear difference" in conclusion(same)
 
@@ -303,11 +305,26 @@ def test_verdict_and_bad_input():
     assert verdict(a, {"ci_low": 0.45, "ci_high": 0.6}) == BETTER
     assert verdict(a, {"ci_low": 0.35, "ci_high": 0.6}) == UNCLEAR  # overlap: raw means do not decide
     assert verdict(a, {"ci_low": 0.0, "ci_high": 0.1}) == WORSE
-    assert verdict(a, {"ci_low": 0.0, "ci_high": 0.1}, "loss") == BETTER  # fewer losses is better
-    with pytest.raises(ValueError, match="choose a rate"):
-        compare([{}], [{}], metric="turns")
+    assert (
+        verdict(a, {"ci_low": 0.0, "ci_high": 0.1}, lower_is_better=True) == BETTER
+    )  # fewer losses is better
+    with pytest.raises(
+        ValueError, match="choose one of win, draw, loss, non_loss, invalid, move_optimality$"
+    ):
+        SUITE.comparable("turns")  # a mean pooled without an interval
+    with pytest.raises(ValueError, match="no metric 'wins'"):
+        SUITE.comparable("wins")
+    with pytest.raises(ValueError, match="no losses"):
+        compare(
+            [{"opponent": "random", "side": "first"}], [{"opponent": "random", "side": "first"}], NON_LOSS
+        )
+    cell = {"losses": 0, "games": 1}
     with pytest.raises(ValueError, match="same opponents"):
-        compare([{"opponent": "random", "side": "first"}], [{"opponent": "minimax-0", "side": "first"}])
+        compare(
+            [{"opponent": "random", "side": "first", **cell}],
+            [{"opponent": "minimax-0", "side": "first", **cell}],
+            NON_LOSS,
+        )
 
 
 def test_sampled_decoding_is_reported(result):

@@ -8,6 +8,7 @@ import torch
 from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.players import MinimaxPlayer, board_of
 from wander import Reply, load_environment
+from wander.core.capabilities import MissingCapability
 from wander.eval.curves import curve_points
 from wander.policies.scratch_model import load_tokenizer
 from wander.training import RolloutConfig, trainer_spec
@@ -142,11 +143,30 @@ def test_explored_moves_are_the_moves_played(tiny_model):
         assert not set(moves[2:]) & set(moves[:2]) or len(set(moves)) == len(set(moves[:2]))
 
 
-@pytest.mark.parametrize(("play_on", "needs"), [("expected", "expected_outcomes"), ("best", "best_outcomes")])
-def test_expected_and_best_play_on_need_an_env_that_implements_them(play_on, needs):
-    with pytest.raises(ValueError, match=needs):
-        DecisionRollout(load_environment("reverse_text"), play_on=play_on)
-    assert DecisionRollout(load_environment("tictactoe"), play_on=play_on).play_on == play_on
+@pytest.mark.parametrize(
+    ("setting", "capability", "member"),
+    [
+        ({"play_on": "expected"}, "ExpectedOutcomes", "expected_outcomes"),
+        ({"play_on": "best"}, "BestOutcomes", "best_outcomes"),
+        ({"explore": 0.5}, "CandidateReplies", "candidate_replies"),
+    ],
+)
+def test_a_rollout_that_needs_a_capability_names_it_when_the_env_lacks_it(setting, capability, member):
+    # reverse_text cannot enumerate its randomness, solve itself or list its replies: refused before training,
+    # naming the protocol, its method and what to do instead.
+    with pytest.raises(MissingCapability) as refused:
+        DecisionRollout(load_environment("reverse_text"), **setting)
+    message = str(refused.value)
+    assert f"the {capability} capability" in message and f"`{member}`" in message
+    assert "'reverse_text' does not have it: " in message and (
+        "use play_on=" in message or "explore to 0" in message
+    )
+    rollout = DecisionRollout(load_environment("tictactoe"), **setting)  # tic-tac-toe opts into all three
+    assert (rollout.play_on, rollout.explore) == (
+        setting.get("play_on", "sample"),
+        setting.get("explore", 0.0),
+    )
+    assert DecisionRollout(load_environment("reverse_text")).play_on == "sample"  # sampled play-on needs none
 
 
 def decision_trainer(sft_model, tmp_path, explore: float = 0.5):

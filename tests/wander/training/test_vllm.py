@@ -1,25 +1,36 @@
-"""Checkpoints served by vLLM (the CPU build from `make vllm`): greedy games equal transformers', and GRPO
-generates through the server with its weights reloaded after every step.
+"""Checkpoints served by vLLM (the CPU build from `make vllm`): greedy games equal transformers', the evaluate and
+synthesize stages serve a checkpoint themselves, and GRPO generates through the server with its weights reloaded
+after every step.
 
-One vLLM startup for the module (50-75 s on two cores), shared by the slow tests; the other tests fail fast on
-purpose.
+Two vLLM startups (50-75 s each on two cores): the evaluate stage's own for its `vllm_rows` row, and the module's
+shared server, which the synthesize stage's teacher, the transformers comparison and GRPO use in that order (GRPO
+last: it changes the served weights). The tests without the `slow` mark fail fast on purpose.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
-from tasks.plumbing.sections import EvaluateConfig, Synthesize
+from tasks import generate, synthesize
+from tasks.plumbing.params import load_params, read_params, restrict
+from tasks.plumbing.sections import Synthesize
 from tasks.synthesize import teacher_endpoint
 from wander import load_environment
 from wander.cli import main
+from wander.core.atomic_io import read_jsonl
+from wander.eval import matrix
+from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import run_matrix
+from wander.policies.loading import make_policy
+from wander.policies.openai_policy import OpenAIPolicy
 from wander.policies.vllm_server import VLLMServer, free_port
 from wander.policies.vllm_server_config import VLLMServerConfig
 from wander.training.vllm_server_generation import training_server, use_vllm_server
@@ -27,8 +38,11 @@ from wander.training.vllm_server_generation import training_server, use_vllm_ser
 from .conftest import TINY, cpu_args
 from .test_decision_rollout import decision_trainer
 
+REPO = Path(__file__).resolve().parents[3]
 OPPONENTS = ["random", "minimax-0"]
 GAMES = 24  # per opponent and side: 96 games per row
+STAGE_GAMES = 6  # the stages' runs: per opponent and side for evaluate, episodes for synthesize
+MAX_TOKENS = 16  # a reply's budget, the same for the served model and transformers
 
 
 def test_a_missing_vllm_venv_is_named_with_the_command_that_makes_it(tmp_path):
@@ -46,7 +60,7 @@ def test_a_server_that_dies_at_startup_shows_its_log_and_leaves_nothing(tmp_path
     assert server.process is None
 
 
-def test_the_evaluate_stage_serves_vllm_rows_itself(tmp_path):
+def test_a_vllm_row_without_vllm_fails_with_the_servers_own_error(tmp_path):
     config = EvaluateConfig(
         policies={"served": str(tmp_path)},
         references=[],
@@ -58,17 +72,25 @@ def test_the_evaluate_stage_serves_vllm_rows_itself(tmp_path):
     )
     with pytest.raises(RuntimeError, match="No module named 'vllm'"):
         run_matrix(config)
+
+
+def test_vllm_rows_must_be_model_rows():
     with pytest.raises(ValueError, match="not a model folder"):
         EvaluateConfig(policies={"m": "minimax"}, vllm_rows=["m"], baseline=None)
+    with pytest.raises(ValueError, match="not a policy row"):
+        EvaluateConfig(policies={"m": "minimax"}, vllm_rows=["other"], baseline=None)
 
 
-def test_the_synthesize_stage_serves_teacher_model_through_vllm(tmp_path):
+def test_a_vllm_teacher_without_vllm_fails_with_the_servers_own_error(tmp_path):
     config = Synthesize(teacher_model=str(tmp_path), vllm={"python": sys.executable})
     with (
         pytest.raises(RuntimeError, match="No module named 'vllm'"),
         teacher_endpoint(config, load_environment("tictactoe")),
     ):
         pass
+
+
+def test_a_teacher_is_a_served_model_or_an_endpoint_not_both(tmp_path):
     with pytest.raises(ValueError, match="not both"):
         Synthesize(teacher_model=str(tmp_path), teacher_url="http://127.0.0.1:1/v1")
 
@@ -123,6 +145,74 @@ def server(checkpoint, tmp_path_factory):
     listening = subprocess.run(["ss", "-ltn", f"sport = :{server.port}"], capture_output=True, text=True)
     assert f":{server.port}" not in listening.stdout, listening.stdout
     assert not any(server.model in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+
+
+def contents(messages: list[dict]) -> list[str]:
+    return [m["content"] for m in messages]
+
+
+@pytest.mark.slow
+def test_the_evaluate_stage_serves_vllm_rows_itself(checkpoint, monkeypatch):
+    # Before the module's server starts (the first test using `server`): one vLLM at a time on two cores.
+    made = []
+
+    def recording_make_policy(spec, **kwargs):
+        made.append((spec, kwargs["model"], make_policy(spec, **kwargs)))
+        return made[-1][2]
+
+    monkeypatch.setattr(matrix, "make_policy", recording_make_policy)
+    config = EvaluateConfig(
+        policies={"transformers": checkpoint, "served": checkpoint},
+        references=[],
+        vllm_rows=["served"],
+        opponents=OPPONENTS,
+        games=STAGE_GAMES,
+        max_new_tokens=MAX_TOKENS,
+        baseline=None,
+        progress=False,
+    )
+    result = run_matrix(config)
+    (spec, _, local), (url, model, served) = made
+    assert spec == checkpoint and not isinstance(local, OpenAIPolicy)
+    # The served row: a client of the loopback vLLM the stage started under the row's name, asked for every move,
+    # and stopped once the row was played.
+    assert url.startswith("http://127.0.0.1:") and model == "served" and isinstance(served, OpenAIPolicy)
+    assert served.stats.requests >= len(result.episodes["served"]) == 2 * len(OPPONENTS) * STAGE_GAMES
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/models", timeout=10)
+    for a, b in zip(result.episodes["transformers"], result.episodes["served"], strict=True):
+        assert contents(a.messages) == contents(b.messages), a.spec
+        assert a.values == b.values
+    assert len({tuple(contents(ep.messages)) for ep in result.episodes["served"]}) > 1
+
+
+@pytest.mark.slow
+def test_the_synthesize_stage_serves_teacher_model_through_vllm(checkpoint, server, tmp_path, monkeypatch):
+    # The stage's vLLM startup is the module's: the stage asks for the checkpoint and gets the running server.
+    asked = []
+
+    @contextlib.contextmanager
+    def module_server(model, config, name=None):
+        asked.append((model, config, name))
+        yield server
+
+    monkeypatch.setattr(synthesize, "VLLMServer", module_server)
+    raw = read_params(REPO / "params.yaml", profile="smoke")
+    raw["layout"] = {key: str(tmp_path / value) for key, value in raw["layout"].items()}
+    raw["synthesize"].update(teacher_model=checkpoint, num_episodes=STAGE_GAMES, batch_size=STAGE_GAMES)
+    raw["synthesize"]["teacher"].update(temperature=0.0, max_tokens=MAX_TOKENS)
+    params = load_params(params=raw)
+    generate.run(restrict(params, "generate"))
+    metrics = synthesize.run(restrict(params, "synthesize"))
+    assert asked == [(checkpoint, params.synthesize.vllm, None)]  # served under its folder's name
+    records = read_jsonl(Path(params.layout.episodes) / "episodes.jsonl")
+    assert metrics["episodes"] == metrics["played"] == len(records) == STAGE_GAMES
+    assert metrics["requests"] >= STAGE_GAMES and metrics["teacher"]["errored"] == 0.0
+    # The served checkpoint played them: greedy, move for move the games the checkpoint plays here.
+    env = load_environment(**params.env.kwargs())
+    local = make_policy(checkpoint, temperature=0.0, max_new_tokens=MAX_TOKENS, env=env)
+    expected = env.rollout(local, [r["spec"] for r in records])
+    assert [contents(r["messages"]) for r in records] == [contents(ep.messages) for ep in expected]
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from wander.eval.matrix import run_matrix
 from wander.policies.scratch_model import build_scratch_model
 from wander.policies.scratch_model_config import ScratchModelConfig
 
+NON_LOSS = load_environment("tictactoe").evaluation_suite().metric("non_loss")
 TINY = ScratchModelConfig(
     hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, intermediate_size=64
 )
@@ -33,26 +34,26 @@ def scripted_rows(policy: str, games: int = 60) -> list[dict]:
 
 def test_decision_uses_intervals():
     random_rows, minimax_rows = scripted_rows("random"), scripted_rows("minimax")
-    assert decide(None, random_rows, "non_loss", "x") == (True, "first registered version")
-    assert decide(random_rows, minimax_rows, "non_loss", "minimax")[0] is True
-    assert decide(minimax_rows, random_rows, "non_loss", "random")[0] is False
+    assert decide(None, random_rows, NON_LOSS, "x") == (True, "first registered version")
+    assert decide(random_rows, minimax_rows, NON_LOSS, "minimax")[0] is True
+    assert decide(minimax_rows, random_rows, NON_LOSS, "random")[0] is False
     assert (
-        decide(minimax_rows, scripted_rows("minimax"), "non_loss", "again")[0] is False
+        decide(minimax_rows, scripted_rows("minimax"), NON_LOSS, "again")[0] is False
     )  # no clear difference
 
 
 def test_the_gate_refuses_a_candidate_worse_than_a_reference_even_the_first_version():
     random_rows, minimax_rows = scripted_rows("random"), scripted_rows("minimax")
-    promoted, reason = decide(None, random_rows, "non_loss", "random", {"teacher": minimax_rows})
+    promoted, reason = decide(None, random_rows, NON_LOSS, "random", {"teacher": minimax_rows})
     assert promoted is False and reason.startswith("random is worse than teacher on non_loss in")
     assert "minimax-0 (first)" in reason
     promoted, reason = decide(
-        None, minimax_rows, "non_loss", "minimax", {"sft": random_rows, "teacher": minimax_rows}
+        None, minimax_rows, NON_LOSS, "minimax", {"sft": random_rows, "teacher": minimax_rows}
     )
     assert promoted is True and reason == "first registered version, no worse than sft, teacher"
     # a champion that is beaten, but a start model the candidate is worse than: still refused
-    assert decide(random_rows, minimax_rows, "non_loss", "m", {"sft": scripted_rows("minimax")})[0] is True
-    assert decide(random_rows, random_rows, "non_loss", "r", {"sft": minimax_rows})[0] is False
+    assert decide(random_rows, minimax_rows, NON_LOSS, "m", {"sft": scripted_rows("minimax")})[0] is True
+    assert decide(random_rows, random_rows, NON_LOSS, "r", {"sft": minimax_rows})[0] is False
 
 
 @pytest.fixture
@@ -104,3 +105,20 @@ def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Pat
 def test_unknown_candidate_is_refused(project: Path):
     with pytest.raises(ValueError, match="not in register.lineage"):
         run(Params(register=Register(lineage={"sft": "data/models/sft"}, candidate="grpo")))
+
+
+def test_the_gate_judges_a_lower_is_better_metric_of_a_rubric_env_that_way():
+    suite = load_environment("workplace_assistant").evaluation_suite()
+
+    def rows(mean: float, sd: float) -> list[dict]:  # one cell per stratum and split, 100 episodes each
+        return [
+            {"opponent": g, "side": s, "games": 100, "side_effects": mean, "side_effects_sd": sd}
+            for g in suite.groups
+            for s in suite.sides
+        ]
+
+    clean, messy = rows(0.0, 0.0), rows(0.4, 0.5)
+    side_effects = suite.comparable("side_effects")
+    promoted, reason = decide(None, messy, side_effects, "messy", {"teacher": clean})
+    assert promoted is False and reason.startswith("messy is worse than teacher on side_effects in")
+    assert decide(messy, clean, side_effects, "clean")[0] is True  # fewer side effects beat the champion

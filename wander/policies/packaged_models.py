@@ -72,8 +72,32 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# SmolLM2's chat template (ChatML) writes each message in one expression; TRL's assistant-only loss needs the
+# assistant's text and end-of-turn token inside `{% generation %}` markers, which render nothing.
+CHATML_MESSAGE = "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+CHATML_TRAINING_MESSAGE = (
+    "{% if message['role'] == 'assistant' %}{{'<|im_start|>assistant\n'}}{% generation %}"
+    "{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{'\n'}}"
+    "{% else %}" + CHATML_MESSAGE + "{% endif %}"
+)
+
+
+def training_chat_template(template: str) -> str:
+    """`template` with generation markers around each assistant turn (the same text rendered), for SFT's
+    assistant-only loss; a template that has them already is returned as it is."""
+    if "{% generation %}" in template or "{%- generation" in template:
+        return template
+    if CHATML_MESSAGE not in template:
+        raise ValueError(
+            "the model's chat template is not the ChatML one wander knows how to mark for assistant-only loss; "
+            "give the tokenizer a template with {% generation %} ... {% endgeneration %} around assistant turns"
+        )
+    return template.replace(CHATML_MESSAGE, CHATML_TRAINING_MESSAGE)
+
+
 def load_packaged(name: str) -> tuple[Any, Any]:
-    """The tokenizer and a plain (serializable) float32 model of packaged model `name`."""
+    """The tokenizer (its chat template marked for assistant-only loss) and a plain (serializable) float32 model of
+    packaged model `name`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,6 +113,7 @@ def load_packaged(name: str) -> tuple[Any, Any]:
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # a GGUF-loaded model refuses save_pretrained while this is set
     config.use_cache = True
+    tokenizer.chat_template = training_chat_template(tokenizer.chat_template)
     model = type(gguf_model)(config)
     model.load_state_dict(
         gguf_model.state_dict()

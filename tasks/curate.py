@@ -215,8 +215,8 @@ def game_key(messages: list[dict]) -> str:
 
 
 def with_copies(rows: list[dict], env: Augmentation, unique: bool) -> list[dict]:
-    """Each row followed by its equivalent games (the env's Augmentation capability), numbered by `copy` from 1, with the
-    row's seed and spec columns; with `unique`, a copy equal to a game already in is left out."""
+    """Each row followed by its equivalent games (the env's Augmentation capability), numbered by `copy` from 1,
+    with the row's seed and spec columns; with `unique`, a copy equal to a game already in is left out."""
     seen = {game_key(r["messages"]) for r in rows}
     out = []
     for row in rows:

@@ -85,7 +85,7 @@ class TicTacToePipeline(PipelineHooks):
         return best_response(self, policy)
 
     def worst_case_lines(self, worst: Mapping[str, Mapping[str, dict]]) -> list[str]:
-        """WorstCase: the report's table of each row's worst outcome per side and its line (envs/tictactoe/exploit.py)."""
+        """WorstCase: the report's table of each row's worst outcome per side, with its line (exploit.py)."""
         from envs.tictactoe.exploit import worst_case_lines  # lazy: only the pipeline's evaluation needs it
 
         return worst_case_lines(worst)

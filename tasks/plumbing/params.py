@@ -53,14 +53,9 @@ def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> d
     """The params file as a dict, with `params.<profile>.yaml` deep-merged onto it when a profile is given."""
     path = Path(path)
     params = _read_yaml(path)
-    if profile:
-        overrides_path = path.with_name(f"params.{profile}.yaml")
-        if not overrides_path.exists():
-            found = sorted(p.name for p in path.parent.glob("params.*.yaml"))
-            raise ParamsError(
-                f"no profile {profile!r}: {overrides_path} does not exist; profiles here: {found}"
-            )
+    for overrides_path in profile_files(path, profile) if profile else []:
         overrides = _read_yaml(overrides_path)
+        overrides.pop(EXTENDS, None)
         if "layout" in overrides:
             raise ParamsError(
                 f"{overrides_path}: a profile may not change 'layout' (paths are the same in every profile); "
@@ -68,6 +63,28 @@ def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> d
             )
         params = merge(params, overrides, str(overrides_path))
     return params
+
+
+EXTENDS = "extends"  # a profile's top-level key naming the profile it is merged after (params.llm-smoke.yaml: llm)
+
+
+def profile_files(path: Path, profile: str) -> list[Path]:
+    """The override files of `profile` in merge order: those of the profile it `extends` first, then its own."""
+    chain: list[Path] = []
+    while profile:
+        overrides_path = path.with_name(f"params.{profile}.yaml")
+        if not overrides_path.exists():
+            found = sorted(p.name for p in path.parent.glob("params.*.yaml"))
+            raise ParamsError(
+                f"no profile {profile!r}: {overrides_path} does not exist; profiles here: {found}"
+            )
+        if overrides_path in chain:
+            raise ParamsError(f"{overrides_path}: profiles extend each other in a loop ({EXTENDS}: {profile})")
+        chain.insert(0, overrides_path)
+        profile = _read_yaml(overrides_path).get(EXTENDS)
+        if profile is not None and not isinstance(profile, str):
+            raise ParamsError(f"{overrides_path}: '{EXTENDS}' names one profile, got {profile!r}")
+    return chain
 
 
 def _read_yaml(path: Path) -> dict:

@@ -20,7 +20,6 @@ FILES = [
     "flows",
     "dvc.yaml",
     "params.yaml",
-    "params.smoke.yaml",
     "prefect.yaml",
     ".dvcignore",
     ".gitignore",
@@ -59,7 +58,8 @@ def run_in(root: Path, args: list[str], timeout: float = 3600) -> str:
 
 def copy_project(root: Path, profile: str | None = None) -> Path:
     """Copy the pipeline into `root` (a new git repo), with `params.<profile>.yaml` merged when given."""
-    for name in FILES:
+    profiles = [p.name for p in sorted(PROJECT.glob("params.*.yaml"))]  # every profile (one may extend another)
+    for name in FILES + profiles:
         src, dst = PROJECT / name, root / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         if src.is_dir():

@@ -34,7 +34,8 @@ class EvaluateConfig(BaseModel):
     minimax, random; others: expert, the teacher without slips); [] = none."""
     opponents: list[str] | None = Field(None, min_length=1)
     """Column groups, weakest first (tic-tac-toe: `random` or `minimax-<random-move probability>`; others:
-    `stratum-<k>`); null = the env's own (`suite_groups`), checked by the env when the stage runs."""
+    `stratum-<k>`); null = the env's own (`evaluation_suite().groups`), checked by the env when the stage
+    runs."""
     games: int = Field(200, ge=1)
     """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
     seed: int = 0

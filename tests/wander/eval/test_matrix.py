@@ -8,12 +8,12 @@ import math
 import pytest
 
 from envs.tictactoe.env import SPLIT_SEED_RANGES
-from envs.tictactoe.suite import DEFAULT_OPPONENTS
 from envs.tictactoe.players import RandomPlayer
+from envs.tictactoe.suite import DEFAULT_OPPONENTS
 from wander import load_environment
 from wander.cli import parse_policies
-from wander.eval.config import EvaluateConfig
 from wander.eval.cells import pooled
+from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import run_matrix
 from wander.policies.scratch_model import build_scratch_model
 from wander.policies.scratch_model_config import ScratchModelConfig
@@ -90,7 +90,8 @@ def test_random_vs_random_is_symmetric(scripted):
 
 def test_stronger_opponents_concede_less(scripted):
     rates = [
-        pooled([scripted.row("random", o, s) for s in SIDES], SUITE.metric("non_loss"))["mean"] for o in DEFAULT_OPPONENTS
+        pooled([scripted.row("random", o, s) for s in SIDES], SUITE.metric("non_loss"))["mean"]
+        for o in DEFAULT_OPPONENTS
     ]
     assert rates[0] > rates[-1] + 0.3  # random's non-loss falls from the random opponent to perfect minimax
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from envs.tictactoe import RandomPlayer
 from wander import load_environment
+from wander.core.capabilities import BestOutcomes, CandidateReplies, ExpectedOutcomes
 from wander.core.policy import Reply
 from wander.policies.openai_server import serve_in_thread
 from wander.serve.client import RemoteError
@@ -59,6 +60,9 @@ def test_expected_outcomes_and_candidate_moves_of_a_served_episode_are_the_local
     for _ in range(2):  # two moves in, so the branch state is the one the server reported
         local.advance(here, Reply("<move>4</move>") if not here.replies else Reply("<move>0</move>"))
         served.advance(there, Reply("<move>4</move>") if not there.replies else Reply("<move>0</move>"))
+    # The local env's capabilities are the served env's, and only those (wander/core/capabilities.py).
+    for capability in (CandidateReplies, ExpectedOutcomes, BestOutcomes):
+        assert isinstance(served, capability)
     assert served.candidate_replies(there) == local.candidate_replies(here) != []
     moves = [Reply(m) for m in local.candidate_replies(here)]
     expected_here = local.expected_outcomes([(here, m) for m in moves], centre)

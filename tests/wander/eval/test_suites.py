@@ -1,0 +1,88 @@
+"""Every env's evaluation suite is data its rows, tables and comparisons agree with."""
+
+from __future__ import annotations
+
+import pytest
+
+from wander import load_environment
+from wander.core.evaluation_suite import MEAN, RATE, RATIO, EvaluationSuite, Metric, ReportLayout
+from wander.core.registry import environment_names
+from wander.eval.compare import BETTER, WORSE, compare
+from wander.eval.config import EvaluateConfig
+from wander.eval.evaluation import text_table, write_report
+from wander.eval.matrix import run_matrix
+
+ENVS = ("tictactoe", "reverse_text", "double_check", "calculator", "workplace_assistant")
+
+
+def test_every_shipped_env_is_checked_here():
+    assert set(ENVS) <= set(environment_names())
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_every_metric_of_the_suite_is_in_its_matrix_rows(name, tmp_path):
+    env = load_environment(name)
+    suite = env.evaluation_suite()
+    config = EvaluateConfig(
+        baseline=None,
+        policies={"sure": "expert", "slips": "expert-0.5"},
+        references=[],
+        games=2,
+        opponents=list(suite.groups[:2]),
+        out_dir=str(tmp_path),
+        progress=False,
+    )
+    result = run_matrix(config, env=env)
+    assert result.suite == suite and result.rows
+    for row in result.rows:
+        for metric in suite.metrics:
+            # Every cell has an interval, and the counts or spread its metric pools by.
+            keys = [metric.name, f"{metric.name}_ci_low", f"{metric.name}_ci_high"]
+            keys += [metric.count, metric.trials_count] if metric.kind == RATIO else []
+            keys += [metric.count or metric.failures] if metric.kind == RATE else []
+            keys += [f"{metric.name}_sd"] if metric.kind == MEAN and metric.spread else []
+            assert set(keys) <= set(row), (metric.name, sorted(set(keys) - set(row)))
+        assert [column for column, _ in suite.spec_columns] == [
+            k for k in row if k in dict(suite.spec_columns)
+        ]
+    write_report(result, tmp_path, config.seed)  # every table, label and pick of the suite renders
+    assert suite.report.title in (tmp_path / "report.md").read_text()
+    assert len(text_table(result).splitlines()) == 2 + len(result.rows)
+    headline = suite.comparable(suite.headline)  # the headline can always be compared
+    sure, slips = ([r for r in result.rows if r["policy"] == p] for p in ("sure", "slips"))
+    assert {c["metric"] for c in compare(sure, slips, headline)} == {suite.headline}
+
+
+def rubric_rows(suite: EvaluationSuite, metric: str, mean: float, sd: float) -> list[dict]:
+    return [
+        {"opponent": g, "side": s, "games": 100, metric: mean, f"{metric}_sd": sd}
+        for g in suite.groups
+        for s in suite.sides
+    ]
+
+
+def test_compare_takes_the_direction_from_the_suite():
+    suite = load_environment("workplace_assistant").evaluation_suite()
+    assert suite.metric("side_effects").lower_is_better and not suite.metric("state_checks").lower_is_better
+    # B has clearly more of the metric than A in every column: worse for side effects, better for state checks.
+    for metric, expected in (("side_effects", WORSE), ("state_checks", BETTER)):
+        a, b = rubric_rows(suite, metric, 0.0, 0.0), rubric_rows(suite, metric, 0.4, 0.5)
+        assert {c["verdict"] for c in compare(a, b, suite.comparable(metric))} == {expected}, metric
+    # reverse_text declares nothing lower-is-better: the default is higher.
+    assert not any(m.lower_is_better for m in load_environment("reverse_text").evaluation_suite().metrics)
+
+
+def test_a_suite_that_names_what_it_lacks_is_refused():
+    win = Metric("win", RATE, count="wins")
+    with pytest.raises(ValueError, match=r"names metrics it does not have: \['draw'\]"):
+        EvaluationSuite(metrics=(win,), groups=("g",), headline="win", report=ReportLayout(cells=("draw",)))
+    with pytest.raises(ValueError, match="needs either `count`"):
+        Metric("win", RATE)
+    with pytest.raises(ValueError, match="no metric's count column"):
+        EvaluationSuite(
+            metrics=(win, Metric("non_loss", RATE, failures="losses")), groups=("g",), headline="win"
+        )
+    with pytest.raises(ValueError, match="cannot compare on 'turns'"):
+        EvaluationSuite(metrics=(Metric("turns", spread=False),), groups=("g",), headline="turns")
+    with pytest.raises(ValueError, match="no metric"):
+        load_environment("reverse_text").evaluation_suite().lower_is_better("side_effects")

@@ -94,12 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
         "default: the env's",
     )
     parser.add_argument("--games", type=int, default=defaults["games"], help="games per opponent and side")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), > 0 = sampled")
+    parser.add_argument(
+        "--temperature", type=float, default=defaults["temperature"], help="0 = greedy, > 0 = sampled"
+    )
     parser.add_argument(
         "--seed", type=int, default=defaults["seed"], help="seed of the frozen suite and policies"
     )
     parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
-    parser.add_argument("--max-batch-size", type=int, default=None, help="most games per policy call")
+    parser.add_argument(
+        "--max-batch-size", type=int, default=defaults["max_batch_size"], help="most games per policy call"
+    )
     parser.add_argument(
         "--set",
         dest="settings",

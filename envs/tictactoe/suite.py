@@ -106,4 +106,10 @@ SUITE = EvaluationSuite(
     kind=MATRIX,
     spec_columns=(("opponent_random_move_prob", "random_move_prob"),),
     report=REPORT,
+    curve_series=(
+        ("minimax-0/loss", "loss vs minimax-0"),
+        ("random/win", "win vs random"),
+        ("minimax-0/any_invalid", "games with an invalid move (vs minimax-0)"),
+        ("random/any_invalid", "games with an invalid move (vs random)"),
+    ),
 )

@@ -149,6 +149,9 @@ class EvaluationSuite:
     spec_columns: tuple[tuple[str, str], ...] = ()
     """(row column, spec key): a spec value every row keeps, from the cell's first episode."""
     report: ReportLayout = field(default_factory=ReportLayout)
+    curve_series: tuple[tuple[str, str], ...] = ()
+    """(learning-curve key, label): the series the learning-curve plot shows (keys of `curve_metrics`); () plots
+    every key the curves have."""
 
     def __post_init__(self) -> None:
         names = self.names

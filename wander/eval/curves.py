@@ -18,13 +18,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from wander.core.atomic_io import write_atomic  # noqa: E402
 
 CURVE_FILE = "curve.json"
-# (curve key, label): what the plot shows; keys missing from a curve are skipped.
-SERIES = (
-    ("minimax-0/loss", "loss vs minimax-0"),
-    ("random/win", "win vs random"),
-    ("minimax-0/any_invalid", "games with an invalid move (vs minimax-0)"),
-    ("random/any_invalid", "games with an invalid move (vs random)"),
-)
 
 
 def curve_points(log_history: list[dict]) -> list[dict]:
@@ -43,13 +36,15 @@ def read_curves(model_dirs: dict[str, str]) -> list[tuple[str, list[dict]]]:
     return [(name, json.loads(p.read_text())) for name, p in paths.items() if p.is_file()]
 
 
-def plot_curves(curves: list[tuple[str, list[dict]]], path: Path) -> Path:
-    """One PNG: each series against the cumulative GRPO step, stage boundaries marked (a note when there is none)."""
+def plot_curves(
+    curves: list[tuple[str, list[dict]]], path: Path, series: tuple[tuple[str, str], ...] = ()
+) -> Path:
+    """One PNG: each (key, label) of `series` (the env suite's `curve_series`; () = every key the curves have)
+    against the cumulative GRPO step, stage boundaries marked (a note when there is no curve)."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     offset = 0
     keys = {k for _, points in curves for p in points for k in p}
-    # Tic-tac-toe's curve has its named series; another env's curve plots every value it has (its rubric means).
-    series = SERIES if keys & {k for k, _ in SERIES} else tuple((k, k) for k in sorted(keys - {"step"}))
+    series = series or tuple((k, k) for k in sorted(keys - {"step"}))
     joined: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key, _ in series}
     for index, (stage, points) in enumerate(curves):
         for point in points:

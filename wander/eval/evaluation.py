@@ -45,7 +45,7 @@ def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline:
     write_text(paths["csv"], report.csv_text(result.rows))
     plots.plot_heatmap(result, paths["heatmap"])
     plots.plot_bars(result, paths["bars"])
-    plot_curves(result.curves, paths["curve"])
+    plot_curves(result.curves, paths["curve"], result.suite.curve_series)
     write_text(paths["report"], suite.markdown_report(result, seed, baseline))
     return paths
 

@@ -4,7 +4,9 @@ import json
 
 import matplotlib.image
 
+from wander import load_environment
 from wander.eval.curves import CURVE_FILE, curve_points, plot_curves, read_curves
+from wander.policies.loading import make_policy
 
 
 def test_curve_points_keep_only_curve_entries_without_the_prefix():
@@ -36,3 +38,11 @@ def test_curves_are_read_in_row_order_and_drawn(tmp_path):
     assert matplotlib.image.imread(png).shape[1] > 600
     empty = plot_curves([], tmp_path / "empty.png")  # the DVC output exists even without curves
     assert empty.is_file()
+
+
+def test_every_series_an_env_names_is_a_key_of_its_learning_curve():
+    env = load_environment("tictactoe")
+    series = env.evaluation_suite().curve_series
+    keys = set(env.curve_metrics(make_policy("minimax-0", env=env)))
+    assert series and {key for key, _ in series} <= keys
+    assert load_environment("reverse_text").evaluation_suite().curve_series == ()  # every key is plotted

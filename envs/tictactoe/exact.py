@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from envs.tictactoe.board import (
     EMPTY_BOARD,
@@ -24,11 +23,9 @@ from envs.tictactoe.board import (
     to_move,
     winner,
 )
+from envs.tictactoe.game import TicTacToeGame
 from wander.core.episode import Episode
 from wander.core.policy import Policy, Reply
-
-if TYPE_CHECKING:  # annotations only: the env imports this module
-    from envs.tictactoe.env import TicTacToeEnv
 
 # episodes (the model to move in each) -> one reply each
 AskFn = Callable[[list[Episode]], list[Reply]]
@@ -60,7 +57,7 @@ def memoized(policy: Policy) -> Memoized:
 
 
 def exact_results(
-    env: TicTacToeEnv, policy: Policy, random_move_prob: float, model_starts: bool, max_batch_size: int = 256
+    env: TicTacToeGame, policy: Policy, random_move_prob: float, model_starts: bool, max_batch_size: int = 256
 ) -> dict[str, float]:
     """Expected metrics of a deterministic policy against minimax with this skill, playing X or O."""
     spec = {"seed": 0, "random_move_prob": random_move_prob, "stratum": 0, "model_starts": model_starts}
@@ -78,14 +75,14 @@ def exact_results(
 
 
 def expected_after(
-    env: TicTacToeEnv, policy: Policy, branches: Sequence[tuple[Episode, Reply]], max_batch_size: int = 256
+    env: TicTacToeGame, policy: Policy, branches: Sequence[tuple[Episode, Reply]], max_batch_size: int = 256
 ) -> list[dict[str, float]]:
     """Expected metrics of each episode after its given reply, over every answer of its opponent, the policy
     greedy from then on: the value of that one move, with no luck of later samples in it."""
     return _after(env, _asker(env, memoized(policy), max_batch_size), branches)
 
 
-def best_after(env: TicTacToeEnv, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
+def best_after(env: TicTacToeGame, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
     """Expected metrics of each episode after its given reply, over every answer of its opponent, with the best
     value-keeping play against that opponent from then on (`best_move`): the move's value by itself, whatever the
     model would play after it."""
@@ -133,13 +130,13 @@ def move_value(board: str, cell: int, random_move_prob: float, draw: float = 0.5
     return total
 
 
-def _asker(env: TicTacToeEnv, policy: Policy, max_batch_size: int) -> AskFn:
+def _asker(env: TicTacToeGame, policy: Policy, max_batch_size: int) -> AskFn:
     """A policy asked about episodes through their observations, in batches."""
     return lambda episodes: _ask(policy, [env.observation(ep) for ep in episodes], max_batch_size)
 
 
 def _after(
-    env: TicTacToeEnv, ask: AskFn, branches: Sequence[tuple[Episode, Reply]]
+    env: TicTacToeGame, ask: AskFn, branches: Sequence[tuple[Episode, Reply]]
 ) -> list[dict[str, float]]:
     leaves: list[tuple[int, float, Episode]] = []
     frontier: list[tuple[int, float, Episode]] = []
@@ -150,7 +147,7 @@ def _after(
 
 
 def _expand(
-    env: TicTacToeEnv,
+    env: TicTacToeGame,
     ask: AskFn,
     frontier: list[tuple[int, float, Episode]],
     leaves: list[tuple[int, float, Episode]],
@@ -177,7 +174,7 @@ def _sums(leaves: list[tuple[int, float, Episode]], roots: int) -> list[dict[str
 
 
 def exact_both_sides(
-    env: TicTacToeEnv, policy: Policy, random_move_prob: float, max_batch_size: int = 256
+    env: TicTacToeGame, policy: Policy, random_move_prob: float, max_batch_size: int = 256
 ) -> dict[str, dict[str, float]]:
     """Exact metrics as X, as O, and both sides pooled (each side half the games, as in the eval splits)."""
     policy = memoized(policy)
@@ -189,7 +186,7 @@ def exact_both_sides(
     return sides
 
 
-def side_starts(env: TicTacToeEnv) -> dict[str, list[Episode]]:
+def side_starts(env: TicTacToeGame) -> dict[str, list[Episode]]:
     """The policy's first turn as X (the empty board) and as O (after each of X's nine openings), against an
     opponent at skill 1.0, so that every later answer of the opponent is in reach."""
     spec = {"seed": 0, "random_move_prob": 1.0, "stratum": 0}
@@ -200,7 +197,7 @@ def side_starts(env: TicTacToeEnv) -> dict[str, list[Episode]]:
 
 
 def opponent_branches(
-    env: TicTacToeEnv, q: float, episode: Episode, reply: Reply
+    env: TicTacToeGame, q: float, episode: Episode, reply: Reply
 ) -> list[tuple[float, Episode]]:
     """The episode after the reply, once per possible opponent answer (at the episode's opponent skill), with
     its probability."""

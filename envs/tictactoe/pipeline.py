@@ -9,6 +9,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from envs.tictactoe.exact import exact_both_sides, memoized
+from envs.tictactoe.exploit import best_response, worst_case_lines
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
 from envs.tictactoe.render import parse_board
 from envs.tictactoe.suite import SUITE
@@ -70,24 +72,15 @@ class TicTacToePipeline(PipelineHooks):
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
         """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled."""
-        from envs.tictactoe.exact import (  # lazy: only the pipeline's evaluation needs it
-            exact_both_sides,
-            memoized,
-        )
-
         policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
         return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
 
     def worst_case(self, policy: Policy) -> dict[str, dict]:
         """WorstCase: the best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
-        from envs.tictactoe.exploit import best_response  # lazy: only the pipeline's evaluation needs it
-
         return best_response(self, policy)
 
     def worst_case_lines(self, worst: Mapping[str, Mapping[str, dict]]) -> list[str]:
         """WorstCase: the report's table of each row's worst outcome per side, with its line (exploit.py)."""
-        from envs.tictactoe.exploit import worst_case_lines  # lazy: only the pipeline's evaluation needs it
-
         return worst_case_lines(worst)
 
     def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:

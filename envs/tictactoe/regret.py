@@ -10,14 +10,11 @@ policy's shortfall from that limit is the sum, over the positions it reaches, of
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from envs.tictactoe.board import legal_moves, optimal_moves, play, winner
 from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches, side_starts
+from envs.tictactoe.game import TicTacToeGame
 from wander.core.policy import Policy
-
-if TYPE_CHECKING:  # annotations only: the env imports this module
-    from envs.tictactoe.env import TicTacToeEnv
 
 RANDOM = 1.0  # the opponent's random-move probability
 
@@ -32,7 +29,7 @@ def move_wins(board: str, cell: int) -> float:
     return move_value(board, cell, RANDOM, draw=0.0)
 
 
-def win_regret(env: TicTacToeEnv, policy: Policy) -> dict:
+def win_regret(env: TicTacToeGame, policy: Policy) -> dict:
     """Per side: the policy's exact wins against a random player, the limit, and every move with a regret."""
     policy = memoized(policy)
     out = {}
@@ -56,7 +53,7 @@ def win_regret(env: TicTacToeEnv, policy: Policy) -> dict:
     return out
 
 
-def _walk(env: TicTacToeEnv, policy: Policy, frontier: list, mark: str) -> tuple[float, list[dict]]:
+def _walk(env: TicTacToeGame, policy: Policy, frontier: list, mark: str) -> tuple[float, list[dict]]:
     wins, moves = 0.0, []
     while frontier:
         replies = policy([env.observation(ep) for _, ep in frontier])

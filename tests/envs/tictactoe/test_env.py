@@ -4,7 +4,7 @@ import pytest
 
 from envs.tictactoe import MinimaxPlayer, RandomPlayer
 from envs.tictactoe.board import EMPTY_BOARD, is_over, play, to_move, winner
-from envs.tictactoe.env import live_positions
+from envs.tictactoe.game import live_positions
 from envs.tictactoe.players import scripted_player
 from envs.tictactoe.render import parse_board, render_board, user_message
 from wander import Reply, load_environment

@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from envs.tictactoe.env import SPLIT_SEED_RANGES
 from envs.tictactoe.players import RandomPlayer
 from envs.tictactoe.suite import DEFAULT_OPPONENTS
+from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander import load_environment
 from wander.cli import parse_policies
 from wander.eval.cells import pooled

@@ -59,8 +59,11 @@ $(VLLM_VENV)/.installed-gpu:
 vllm: $(VLLM_VENV)/.installed-$(VLLM_BUILD)
 
 # The whole pipeline on params.yaml through the Prefect flow (ephemeral Prefect API, no server needed).
+# PROFILE=llm first writes params.llm.yaml's values into params.yaml (the chat model; docs/pipeline.md); `git checkout
+# params.yaml` returns to the defaults.
+PROFILE ?=
 run: install
-	$(PY) -m flows.pipeline
+	$(PY) -m flows.pipeline $(if $(PROFILE),--profile $(PROFILE))
 
 # The MLflow UI on the project's store: http://127.0.0.1:5000
 ui: install

@@ -3,10 +3,15 @@
 DVC owns the DAG and the cache (`dvc repro --single-item <stage>` reruns a stage only when its
 deps or params changed); Prefect adds runs, retries, logs and schedules; MLflow nests every
 stage's run under this flow's parent run through WANDER_PARENT_RUN_ID.
+
+`profile` (`make run PROFILE=llm`, `python -m flows.pipeline --profile llm`) first writes `params.<profile>.yaml`'s
+values into params.yaml, the one params file DVC reads, as `dvc exp run -S` would: comments kept, the changed keys
+printed, `git diff params.yaml` shows them and `git checkout params.yaml` undoes them.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -86,13 +91,18 @@ def pipeline(
     stages: list[str] | None = None,
     force: bool = False,
     experiment: str | None = None,
+    profile: str | None = None,
 ) -> list[dict]:
-    """Run the DVC stages in order under one parent MLflow run; a failed stage fails the flow."""
+    """Run the DVC stages in order under one parent MLflow run; a failed stage fails the flow. With `profile`,
+    params.yaml first takes the values of params.<profile>.yaml (`apply_profile`)."""
     from tasks.plumbing.tracking import pipeline_run
 
+    if profile:
+        print(apply_profile(Path(root), profile))
     names = stages or dvc_stages(Path(root))
     results = []
-    with pipeline_run("pipeline", {"stages": ",".join(names)}, root=root, experiment=experiment) as run_id:
+    logged = {"stages": ",".join(names), **({"profile": profile} if profile else {})}
+    with pipeline_run("pipeline", logged, root=root, experiment=experiment) as run_id:
         for name in names:
             retried = run_stage.with_options(
                 retries=RETRIES.get(name.split("@")[0], 0), retry_delay_seconds=5
@@ -100,6 +110,22 @@ def pipeline(
             results.append(retried(name, root, run_id, force))
     print(summary(Path(root), run_id))
     return results
+
+
+def apply_profile(root: Path, profile: str) -> str:
+    """Write params.<profile>.yaml's values into root's params.yaml (DVC reads only that file); say what changed."""
+    from tasks.plumbing.params import PARAMS_FILE, write_params
+
+    path = root / PARAMS_FILE
+    changed = write_params(path, profile, path)
+    if not changed:
+        return f"params.yaml already holds profile {profile!r} (params.{profile}.yaml): nothing changed"
+    shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+    return (
+        f"params.yaml now holds profile {profile!r}: {len(changed)} values from params.{profile}.yaml ({shown}); "
+        "DVC reruns the stages that read them. `git diff params.yaml` shows the change, "
+        "`git checkout params.yaml` undoes it."
+    )
 
 
 def _held_to(worst: dict[str, dict]) -> str:
@@ -157,5 +183,16 @@ def summary(root: Path, run_id: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> None:
+    """`python -m flows.pipeline [--profile NAME]`: the whole pipeline on params.yaml (with the profile written in)."""
+    parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--profile",
+        help="write params.<profile>.yaml's values into params.yaml first (e.g. llm: the chat model)",
+    )
+    args = parser.parse_args(argv)
+    pipeline(profile=args.profile)
+
+
 if __name__ == "__main__":
-    pipeline()
+    main()

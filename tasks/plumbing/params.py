@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import decimal
 import difflib
 import importlib
+import math
 import re
 import sys
 import types
@@ -65,7 +67,9 @@ def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> d
     return params
 
 
-EXTENDS = "extends"  # a profile's top-level key naming the profile it is merged after (params.llm-smoke.yaml: llm)
+EXTENDS = (
+    "extends"  # a profile's top-level key naming the profile it is merged after (params.llm-smoke.yaml: llm)
+)
 
 
 def profile_files(path: Path, profile: str) -> list[Path]:
@@ -79,7 +83,9 @@ def profile_files(path: Path, profile: str) -> list[Path]:
                 f"no profile {profile!r}: {overrides_path} does not exist; profiles here: {found}"
             )
         if overrides_path in chain:
-            raise ParamsError(f"{overrides_path}: profiles extend each other in a loop ({EXTENDS}: {profile})")
+            raise ParamsError(
+                f"{overrides_path}: profiles extend each other in a loop ({EXTENDS}: {profile})"
+            )
         chain.insert(0, overrides_path)
         profile = _read_yaml(overrides_path).get(EXTENDS)
         if profile is not None and not isinstance(profile, str):
@@ -299,31 +305,76 @@ def add_params_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="merge params.<profile>.yaml onto the params, e.g. smoke")
 
 
+def write_params(path: str | Path, profile: str | None, out: str | Path) -> list[str]:
+    """Write the params of `path` with `profile` merged to `out`, checked, the way `dvc exp run -S` edits a params
+    file: `path`'s text, comments and order kept, only the values that change rewritten. Returns their keys."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedSeq
+
+    from wander.core.atomic_io import write_text
+
+    merged = read_params(path, profile)
+    load_params(path, params=merged)
+    editor = YAML()  # round trip: comments, key order and flow style survive
+    editor.width = 4096
+    # As params.yaml spells them: `null`, and decimals (`1e-05` is a string to YAML 1.1 readers such as PyYAML).
+    editor.representer.add_representer(
+        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
+    editor.representer.add_representer(float, _represent_float)
+    doc = editor.load(Path(path).read_text(encoding="utf-8"))
+    changed: list[str] = []
+
+    def assign(node: Any, values: Mapping, where: str) -> None:
+        for key, value in values.items():
+            name = f"{where}.{key}" if where else str(key)
+            old = node.get(key)
+            if isinstance(value, Mapping) and isinstance(old, Mapping):
+                assign(old, value, name)
+            elif old != value:
+                if isinstance(value, list) and getattr(getattr(old, "fa", None), "flow_style", False):
+                    value = CommentedSeq(value)
+                    value.fa.set_flow_style()
+                node[key] = value
+                changed.append(name)
+
+    assign(doc, merged, "")
+    text = io.StringIO()
+    editor.dump(doc, text)
+    write_text(Path(out), text.getvalue())
+    return changed
+
+
+def _represent_float(representer: Any, value: float) -> Any:
+    if not math.isfinite(value) or "e" not in repr(value):
+        return representer.represent_float(value)
+    return representer.represent_scalar("tag:yaml.org,2002:float", format(decimal.Decimal(repr(value)), "f"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m tasks.plumbing.params`: check a params file (with a profile), print or write the merged result."""
     parser = argparse.ArgumentParser(
         prog="python -m tasks.plumbing.params", description=__doc__.splitlines()[0]
     )
     add_params_arguments(parser)
-    parser.add_argument("--write", metavar="PATH", help="write the merged, checked params here")
+    parser.add_argument(
+        "--write", metavar="PATH", help="write the merged, checked params here (the file's comments kept)"
+    )
     args = parser.parse_args(argv)
     try:
         params = read_params(args.params, args.profile)
         load_params(args.params, params=params)
+        if args.write:
+            changed = write_params(args.params, args.profile, args.write)
+            origin = f"{args.params} + profile {args.profile}" if args.profile else args.params
+            print(f"wrote {args.write}: {origin}, {len(changed)} values changed")
+            return 0
     except ParamsError as e:
         print(f"params: error: {e}", file=sys.stderr)
         return 2
-    text = yaml.safe_dump(params, sort_keys=False, default_flow_style=False)
-    if args.write:
-        from wander.core.atomic_io import write_text
-
-        origin = f"{args.params} + profile {args.profile}" if args.profile else args.params
-        write_text(
-            Path(args.write), f"# generated by `python -m tasks.plumbing.params` from {origin}\n{text}"
-        )
-        print(f"wrote {args.write}")
-    else:
-        print(text, end="")
+    print(yaml.safe_dump(params, sort_keys=False, default_flow_style=False), end="")
     return 0
 
 

@@ -58,7 +58,9 @@ def run_in(root: Path, args: list[str], timeout: float = 3600) -> str:
 
 def copy_project(root: Path, profile: str | None = None) -> Path:
     """Copy the pipeline into `root` (a new git repo), with `params.<profile>.yaml` merged when given."""
-    profiles = [p.name for p in sorted(PROJECT.glob("params.*.yaml"))]  # every profile (one may extend another)
+    profiles = [
+        p.name for p in sorted(PROJECT.glob("params.*.yaml"))
+    ]  # every profile (one may extend another)
     for name in FILES + profiles:
         src, dst = PROJECT / name, root / name
         dst.parent.mkdir(parents=True, exist_ok=True)

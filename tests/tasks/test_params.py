@@ -225,10 +225,27 @@ def test_profile_may_not_change_the_layout_or_add_keys(tmp_path: Path) -> None:
         read_params(path, "nope")
 
 
+def test_a_profile_extends_another_merged_first(tmp_path: Path) -> None:
+    path = _profile_dir(tmp_path, {"generate": {"num_train": 5, "seed": 3}})
+    (tmp_path / "params.small.yaml").write_text(
+        yaml.safe_dump({"extends": "try", "generate": {"num_train": 2}})
+    )
+    merged = read_params(path, "small")["generate"]
+    assert (merged["num_train"], merged["seed"]) == (2, 3)  # its own value over the base profile's
+    assert "extends" not in read_params(path, "small")
+    llm_smoke = load_params(REPO / "params.yaml", "llm-smoke")
+    assert llm_smoke.build_model.model == load_params(REPO / "params.yaml", "llm").build_model.model
+    (tmp_path / "params.try.yaml").write_text(yaml.safe_dump({"extends": "small"}))
+    with pytest.raises(ParamsError, match="extend each other in a loop"):
+        read_params(path, "small")
+
+
 def test_cli_writes_the_merged_profile(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "params.yaml"
     assert main(["--params", str(REPO / "params.yaml"), "--profile", "smoke", "--write", str(out)]) == 0
     assert read_params(out) == read_params(REPO / "params.yaml", "smoke")
+    assert "# wander pipeline parameters" in out.read_text()  # params.yaml's comments kept
+    assert "changed" in capsys.readouterr().out
     (tmp_path / "other").mkdir()
     bad = _profile_dir(tmp_path / "other", {"generate": {"seed": "s"}})
     assert main(["--params", str(bad), "--profile", "try"]) == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from wander import load_environment
 from wander.core.policy import Reply
@@ -133,6 +133,11 @@ def test_models_it_cannot_reproduce_go_through_generate(scratch, monkeypatch):
     eager = load_model(path, device="cpu")
     eager.set_attn_implementation("eager")
     assert not llama_decode.supports(eager)
+    # Grouped-query attention (SmolLM2-135M-Instruct: 9 query heads, 3 key/value heads) takes `generate`.
+    config = load_model(path, device="cpu").config.to_dict()
+    assert llama_decode.supports(LlamaForCausalLM(LlamaConfig(**config)))  # the same model, fresh: supported
+    gqa = LlamaForCausalLM(LlamaConfig(**{**config, "num_key_value_heads": 1}))
+    assert gqa.config.num_key_value_heads < gqa.config.num_attention_heads and not llama_decode.supports(gqa)
     monkeypatch.setattr(llama_decode, "greedy_decode", lambda *a, **k: pytest.fail("used greedy_decode"))
     policy = TransformersPolicy(model, load_tokenizer(path), greedy=True, max_new_tokens=4, device="cpu")
     assert len(policy(conversations["compact"][:2])) == 2

@@ -23,7 +23,7 @@ import yaml
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
 from tasks.plumbing.tracking import write_metrics
-from wander import load_environment
+from wander import Environment, load_environment
 from wander.core.evaluation_suite import Metric
 from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, conclusion, is_better
@@ -63,9 +63,10 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
 
 
 def champion_rows(
-    client, config: Register, candidate_rows: list[dict], eval_dir: Path, env: Env | None = None
+    client, config: Register, candidate_rows: list[dict], eval_dir: Path, section: Env, env: Environment
 ) -> list[dict] | None:
-    """The current champion replayed on the candidate's frozen suite, or None without a champion."""
+    """The current champion replayed on the candidate's frozen suite in `env` (built from the params' env
+    `section`, played where it says), or None without a champion."""
     import mlflow
     import mlflow.pyfunc
 
@@ -90,10 +91,7 @@ def champion_rows(
     )
     log.info("replaying champion v%s on the candidate's suite", version.version)
     policy.max_new_tokens = config.max_new_tokens
-    local = load_environment(**(env or Env()).kwargs())
-    return run_matrix(
-        eval_config, {"champion": policy}, local, functools.partial(episode_env, env or Env())
-    ).rows
+    return run_matrix(eval_config, {"champion": policy}, env, functools.partial(episode_env, section)).rows
 
 
 def decide(
@@ -139,7 +137,8 @@ def run(params: Params) -> dict:
         )
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
-    suite = load_environment(**params.env.kwargs()).evaluation_suite()
+    env = load_environment(**params.env.kwargs())
+    suite = env.evaluation_suite()
     metric = suite.comparable(config.metric or suite.headline)
     hashes = dvc_hashes(config.lock_file)
     names = list(config.lineage)
@@ -152,7 +151,7 @@ def run(params: Params) -> dict:
         **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
     }
     client = mlflow.MlflowClient()
-    champion = champion_rows(client, config, rows, eval_dir, params.env)  # the candidate's env
+    champion = champion_rows(client, config, rows, eval_dir, params.env, env)  # the candidate's env
 
     info = mlflow.pyfunc.log_model(
         name="model",

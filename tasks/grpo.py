@@ -31,6 +31,7 @@ def run(params: Params, stage: str) -> dict:
     from wander.training import RolloutConfig, train_resumable, trainer_spec
     from wander.training.curriculum import Curriculum
     from wander.training.learning_curve import LearningCurveCallback
+    from wander.training.lora import lora_config, save_trained
 
     config, layout = params.grpo, params.layout
     if stage not in config.stages:
@@ -53,7 +54,10 @@ def run(params: Params, stage: str) -> dict:
     curriculum = Curriculum(list(stages.values()))
     start = time.monotonic()
     spec = trainer_spec(
-        GRPOTrainer, args=args, rollout=RolloutConfig(play_on=config.play_on, explore=config.explore)
+        GRPOTrainer,
+        args=args,
+        rollout=RolloutConfig(play_on=config.play_on, explore=config.explore),
+        peft_config=lora_config(config.lora),
     )
     trainer = curriculum.trainer(env, spec, index, model=str(start_model))
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
@@ -65,8 +69,7 @@ def run(params: Params, stage: str) -> dict:
     result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
     out = Path(layout.models) / f"grpo-{stage}"
     with atomic_dir(out) as tmp:
-        trainer.save_model(str(tmp))
-        trainer.processing_class.save_pretrained(str(tmp))
+        save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
         # The stage's learning curve travels with its model (log_history is restored on resume: never partial).
         write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
     seconds = time.monotonic() - start

@@ -28,20 +28,22 @@ SFT_FIX = "fix those rows, or rebuild the file with the curate stage (dvc repro 
 
 
 def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
-    """A TRL config from a params section: every key named like one of its fields, plus `fixed`, CPU-ready."""
+    """A TRL config from a params section: every key named like one of its fields, plus `fixed`, for this device."""
     names = {f.name for f in dataclasses.fields(config_cls)}
-    return cpu_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
+    return device_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
 
 
-def cpu_args(config_cls: type, **kwargs: object) -> object:
-    """A TRL config that works on CPU (no bf16, no gradient checkpointing), logging to the active MLflow run."""
+def device_args(config_cls: type, **kwargs: object) -> object:
+    """A TRL config for this machine, logging to the active MLflow run: on CPU fp32 (TRL defaults to bf16), on a
+    CUDA GPU bf16 where it has it; never gradient checkpointing (small models, memory to spare)."""
     import torch
 
     report_to = ["mlflow"] if "mlflow" in sys.modules and sys.modules["mlflow"].active_run() else []
+    cuda = torch.cuda.is_available()
     return config_cls(
-        bf16=False,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
         activation_checkpointing=False,
-        use_cpu=not torch.cuda.is_available(),
+        use_cpu=not cuda,
         report_to=report_to,
         disable_tqdm=True,
         **kwargs,
@@ -136,6 +138,7 @@ def run(params: Params) -> dict:
 
     from wander import load_environment
     from wander.training import train_resumable
+    from wander.training.lora import lora_config, save_trained
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
@@ -154,15 +157,16 @@ def run(params: Params) -> dict:
         assistant_only_loss=True,  # learn the model's turns (end-of-turn token included), read the env's
     )
     start = time.monotonic()
-    trainer = SFTTrainer(model=layout.base_model, args=args, train_dataset=dataset)
+    trainer = SFTTrainer(
+        model=layout.base_model, args=args, train_dataset=dataset, peft_config=lora_config(config.lora)
+    )
     trainer.train_dataset = repeat_rows(trainer.train_dataset, index)
     result = train_resumable(
         trainer, fingerprint=fingerprint((config, params.env.kwargs()), layout.base_model, layout.sft)
     )
     out = Path(layout.models) / "sft"
     with atomic_dir(out) as tmp:
-        trainer.save_model(str(tmp))
-        trainer.processing_class.save_pretrained(str(tmp))
+        save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
     metrics = {
         "games": len(rows),
         "examples": len(conversations),

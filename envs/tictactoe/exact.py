@@ -37,8 +37,8 @@ class Memoized:
     """A deterministic policy asked each distinct conversation once: positions recur across move orders, sides
     and opponents (with `history="current"`, 873 questions vs random are 232 distinct positions)."""
 
-    def __init__(self, policy: Policy):
-        self.policy, self.replies = policy, {}
+    def __init__(self, policy: Policy, replies: dict[str, Reply] | None = None):
+        self.policy, self.replies = policy, {} if replies is None else replies
 
     def __call__(self, conversations: Sequence[list]) -> list[Reply]:
         """The policy's replies, asking it only about conversations it has not answered yet."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.tictactoe.exact import exact_both_sides, memoized
+from envs.tictactoe.exact import Memoized, exact_both_sides
 from envs.tictactoe.exploit import best_response, worst_case_lines
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
 from envs.tictactoe.render import parse_board
@@ -72,12 +73,24 @@ class TicTacToePipeline(PipelineHooks):
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
         """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled."""
-        policy = memoized(policy)  # one reply cache across opponents: they reach the same positions
+        policy = self._memoized(policy)  # one reply cache across opponents: they reach the same positions
         return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
 
     def worst_case(self, policy: Policy) -> dict[str, dict]:
         """WorstCase: the best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""
-        return best_response(self, policy)
+        return best_response(self, self._memoized(policy))
+
+    def _memoized(self, policy: Policy) -> Memoized:
+        # One reply cache per policy for as long as the policy lives: the worst case asks the positions the exact
+        # results already asked (measured on the chat model: ~60 s a row saved), and the cache never keeps a
+        # model in memory (weak keys, replies only).
+        if isinstance(policy, Memoized):
+            return policy
+        caches = self.__dict__.setdefault("_reply_caches", weakref.WeakKeyDictionary())
+        try:
+            return Memoized(policy, caches.setdefault(policy, {}))
+        except TypeError:  # a policy that cannot be weakly referenced: a cache of its own
+            return Memoized(policy)
 
     def worst_case_lines(self, worst: Mapping[str, Mapping[str, dict]]) -> list[str]:
         """WorstCase: the report's table of each row's worst outcome per side, with its line (exploit.py)."""

@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as checked
 
 from wander.core.logs import redact_url
@@ -280,6 +280,16 @@ class Curate(Section):
     """Seed of balancing and of the hold-out."""
 
 
+def _lora_options(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    from wander.training.lora import lora_config
+
+    lora_config(value)  # unknown fields or bad values fail when params are read, before any stage runs
+    return value
+
+
+LoraOptions = Annotated[dict[str, Any] | None, AfterValidator(_lora_options)]
+
+
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
@@ -305,6 +315,10 @@ class SFT(Section):
     """Seed of data order and dropout."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
+    lora: LoraOptions = None
+    """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
+    `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
+    saves: the next stage, vLLM and the registry load a plain model."""
 
 
 def _default_stages() -> dict[str, Any]:
@@ -373,6 +387,10 @@ class GRPO(Section):
     """Seed of sampling and data order."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
+    lora: LoraOptions = None
+    """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
+    `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
+    saves: the next stage, vLLM and the registry load a plain model."""
 
     @model_validator(mode="before")
     @classmethod

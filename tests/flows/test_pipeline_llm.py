@@ -50,7 +50,8 @@ def test_every_stage_runs_on_the_chat_model_and_its_outputs_load(project: Path) 
         assert not llama_decode.supports(model)
         # Each checkpoint keeps the base's chat template, marked for SFT's assistant-only loss.
         assert "{% generation %}" in AutoTokenizer.from_pretrained(folder).chat_template, name
-    for name in MODELS[1:]:
+    for name in MODELS[1:]:  # trained through LoRA (the profile's grpo.lora), saved merged: plain checkpoints
+        assert not (root / "data/models" / name / "adapter_config.json").exists(), name
         assert json.loads((root / "data/metrics" / f"grpo-{name[5:]}.json").read_text())["steps"] == 1
         curve = json.loads((root / "data/models" / name / "curve.json").read_text())
         assert len(curve) == 2, name  # the learning curve's exact points: the stage's start and its one step

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.sft import cpu_args, distinct_rows, repeat_rows
+from tasks.sft import device_args, distinct_rows, repeat_rows
 
 
 def _turn(board: str, move: int) -> list[dict]:
@@ -31,7 +31,9 @@ def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path
     rows += [_turn("OX2/345/678", 6), long_prompt, _turn("X12/345/678", 4)]
 
     def prepared(dataset: Dataset) -> Dataset:
-        args = cpu_args(SFTConfig, output_dir=str(tmp_path / "out"), assistant_only_loss=True, max_length=40)
+        args = device_args(
+            SFTConfig, output_dir=str(tmp_path / "out"), assistant_only_loss=True, max_length=40
+        )
         return SFTTrainer(model=str(base_model), args=args, train_dataset=dataset).train_dataset
 
     full = prepared(Dataset.from_list([{"messages": c} for c in rows]))

@@ -21,6 +21,7 @@ from wander.core.environment import Environment
 from wander.training.checkpoints import train_resumable
 from wander.training.compose import TrainerSpec, compose, trainer_spec
 from wander.training.curriculum_config import CurriculumStage
+from wander.training.lora import save_trained
 
 DONE_FILE = "stage_done.json"
 FINAL_DIR = "final"
@@ -149,8 +150,7 @@ class Curriculum:
                 continue
             trainer = self.trainer(env, spec, index)
             result = train_resumable(trainer)
-            trainer.save_model(str(stage_dir / FINAL_DIR))
-            trainer.processing_class.save_pretrained(str(stage_dir / FINAL_DIR))
+            save_trained(trainer, stage_dir / FINAL_DIR)
             summary = {"stage": self.stages[index].to_dict(), "global_step": trainer.state.global_step}
             summary["metrics"] = result.metrics
             (stage_dir / DONE_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")

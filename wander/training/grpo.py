@@ -182,8 +182,9 @@ class EpisodeRollout:
         }
 
 
-def _rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
-    """Whole episodes as one sequence, or one decision per sample when turns read a fresh observation."""
+def rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
+    """GRPO's rollout_func for `env`: whole episodes as one sequence, or one decision per sample when turns read a
+    fresh observation (its play_on and explore options checked against the env's capabilities)."""
     if getattr(env, "full_history", True):
         return EpisodeRollout(env, rollout.max_episode_tokens)
     from wander.training.decision_rollout import DecisionRollout
@@ -233,6 +234,6 @@ def grpo_trainer(
         args=args,
         reward_funcs=funcs,
         train_dataset=dataset,
-        rollout_func=_rollout_func(env, rollout),
+        rollout_func=rollout_func(env, rollout),
         **kwargs,
     )

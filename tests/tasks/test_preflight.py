@@ -1,0 +1,75 @@
+"""The whole params checked against the selected environment before the first stage: one line per problem, naming
+the key and the fix, and nothing run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.plumbing import preflight
+from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
+
+
+def _params(**sections: dict) -> object:
+    raw = read_params(PARAMS_FILE)
+    for name, values in sections.items():
+        raw[name] = {**raw[name], **values}
+    return load_params(params=raw)
+
+
+def test_the_default_params_are_ready_to_run():
+    assert preflight.problems(_params()) == []
+
+
+def test_too_many_games_per_cell_for_an_envs_eval_split_is_found_up_front():
+    # The case a new user met: reverse_text's eval split holds 50 episodes a stratum, the default asks 200.
+    found = preflight.problems(_params(env={"name": "reverse_text"}))
+    assert len(found) == 1
+    assert found[0].startswith(
+        "evaluate.games / evaluate.opponents: reverse_text: the eval split has 50 episodes"
+    )
+    assert "lower evaluate.games or grow the split" in found[0]
+    assert preflight.problems(_params(env={"name": "reverse_text"}, evaluate={"games": 50})) == []
+
+
+def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_together(
+    tmp_path, monkeypatch
+):
+    # An env whose turns read a fresh observation gets decision rollouts, scored as grpo.play_on says; this one
+    # (reverse_text's texts, one decision a turn) has no expected outcomes to score play_on: expected with.
+    (tmp_path / "decisions_env.py").write_text(
+        "from envs.reverse_text import load_environment as load_reverse_text\n"
+        "def load_environment(**kwargs):\n"
+        "    env = load_reverse_text(**kwargs)\n"
+        "    env.full_history = False\n"
+        "    return env\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    params = _params(env={"name": "decisions_env"}, evaluate={"games": 10, "opponents": ["stratum-9"]})
+    found = preflight.problems(params)
+    assert [p.split(":")[0] for p in found] == [
+        "evaluate.games / evaluate.opponents",
+        "grpo.play_on / grpo.explore",
+    ]
+    assert "stratum-9" in found[0] and "ExpectedOutcomes" in found[1] and "play_on='sample'" in found[1]
+    with pytest.raises(
+        preflight.PreflightError, match="cannot run with env 'decisions_env'; nothing was run"
+    ):
+        preflight.preflight(params)
+    assert (
+        preflight.problems(
+            _params(env={"name": "decisions_env"}, evaluate={"games": 10}, grpo={"play_on": "sample"})
+        )
+        == []
+    )
+
+
+def test_the_command_exits_2_with_the_problems(tmp_path, capsys):
+    import yaml
+
+    raw = read_params(PARAMS_FILE)
+    raw["env"]["name"] = "reverse_text"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    assert preflight.main(["--params", str(tmp_path / "params.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "evaluate.games" in err and "fewer than the 200 games per cell" in err
+    assert preflight.main(["--params", str(PARAMS_FILE)]) == 0

@@ -62,7 +62,15 @@ def run(params: Params, stage: str) -> dict:
     trainer = curriculum.trainer(env, spec, index, model=str(start_model))
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
         curve_env = load_environment(**params.env.kwargs())
-        curve = LearningCurveCallback(curve_env, trainer, config.curve_every, keep_best=config.keep_best)
+        curve = (
+            LearningCurveCallback(  # greedy replies as long as the rollouts' completions: never cut shorter
+                curve_env,
+                trainer,
+                config.curve_every,
+                max_new_tokens=config.max_completion_length,
+                keep_best=config.keep_best,
+            )
+        )
         trainer.add_callback(curve)
     # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
     inputs = (config, params.env.kwargs(), stage)

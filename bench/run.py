@@ -18,6 +18,7 @@ SUITES = [
     "bench.pipeline_speed",
     "bench.remote_speed",
     "bench.vllm_speed",
+    "bench.chat_model_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -23,8 +23,9 @@ NEW_TOKENS = 32
 REPEATS = 3
 
 
-def _prompts(env, tokenizer) -> list[list[int]]:
-    specs = env.get_dataset("eval").to_list()[:BATCH]
+def prompts(env, tokenizer, batch: int = BATCH) -> list[list[int]]:
+    """The token ids of the first `batch` eval episodes' first prompts, as the model's chat template renders them."""
+    specs = env.get_dataset("eval").to_list()[:batch]
     out = []
     for spec in specs:
         ids = tokenizer.apply_chat_template(
@@ -34,17 +35,21 @@ def _prompts(env, tokenizer) -> list[list[int]]:
     return out
 
 
-def _best(fn) -> float:
+def best(fn, repeats: int = REPEATS) -> float:
+    """The fastest of `repeats` timed calls of `fn`, in seconds, after one untimed warm-up call."""
     fn()  # warm-up
     times = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def _transformers_seconds(path: str, prompts: list[list[int]], pad: int) -> float:
+def transformers_seconds(
+    path: str, prompts: list[list[int]], pad: int, new_tokens: int = NEW_TOKENS, repeats: int = REPEATS
+) -> float:
+    """Best seconds of one left-padded greedy `generate` of exactly `new_tokens` tokens for every prompt."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path).eval()
@@ -57,22 +62,25 @@ def _transformers_seconds(path: str, prompts: list[list[int]], pad: int) -> floa
             out = model.generate(
                 input_ids=ids,
                 attention_mask=mask,
-                max_new_tokens=NEW_TOKENS,
-                min_new_tokens=NEW_TOKENS,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
                 do_sample=False,
                 pad_token_id=pad,
             )
-        assert out.shape == (BATCH, width + NEW_TOKENS)
+        assert out.shape == (len(prompts), width + new_tokens)
 
-    return _best(run)
+    return best(run, repeats)
 
 
-def _vllm_seconds(server: VLLMServer, prompts: list[list[int]]) -> float:
+def vllm_seconds(
+    server: VLLMServer, prompts: list[list[int]], new_tokens: int = NEW_TOKENS, repeats: int = REPEATS
+) -> float:
+    """Best seconds of one `/completions` request with every prompt, exactly `new_tokens` greedy tokens each."""
     body = {
         "model": server.name,
         "prompt": prompts,
-        "max_tokens": NEW_TOKENS,
-        "min_tokens": NEW_TOKENS,
+        "max_tokens": new_tokens,
+        "min_tokens": new_tokens,
         "ignore_eos": True,
         "temperature": 0.0,
         "return_token_ids": True,
@@ -82,9 +90,9 @@ def _vllm_seconds(server: VLLMServer, prompts: list[list[int]]) -> float:
         response = httpx.post(f"{server.base_url}/completions", json=body, timeout=600)
         response.raise_for_status()
         choices = response.json()["choices"]
-        assert len(choices) == BATCH and all(len(c["token_ids"]) == NEW_TOKENS for c in choices)
+        assert len(choices) == len(prompts) and all(len(c["token_ids"]) == new_tokens for c in choices)
 
-    return _best(run)
+    return best(run, repeats)
 
 
 def run() -> dict:
@@ -96,16 +104,16 @@ def run() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = str(build_scratch_model(env.corpus(), f"{tmp}/model"))
         tokenizer = AutoTokenizer.from_pretrained(path)
-        prompts = _prompts(env, tokenizer)
+        token_ids = prompts(env, tokenizer)
         torch.set_num_threads(1)
         try:
-            hf = _transformers_seconds(path, prompts, tokenizer.pad_token_id or tokenizer.eos_token_id)
+            hf = transformers_seconds(path, token_ids, tokenizer.pad_token_id or tokenizer.eos_token_id)
         finally:
             torch.set_num_threads(threads)
         start = time.perf_counter()
         with VLLMServer(path, name="scratch") as server:
             startup = time.perf_counter() - start
-            vllm = _vllm_seconds(server, prompts)
+            vllm = vllm_seconds(server, token_ids)
     tokens = BATCH * NEW_TOKENS
     return {
         "batch": BATCH,

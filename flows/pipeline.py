@@ -7,24 +7,40 @@ stage's run under this flow's parent run through WANDER_PARENT_RUN_ID.
 `profile` (`make run PROFILE=llm`, `python -m flows.pipeline --profile llm`) first writes `params.<profile>.yaml`'s
 values into params.yaml, the one params file DVC reads, as `dvc exp run -S` would: comments kept, the changed keys
 printed, `git diff params.yaml` shows them and `git checkout params.yaml` undoes them.
+
+Stop means stop (docs/pipeline.md, "Stopping a run"): each stage runs in a process group of its own; SIGTERM, Ctrl-C
+or a Prefect cancellation stops that group (SIGTERM, then SIGKILL after `STOP_GRACE` seconds), the runs are marked
+Crashed/Cancelled (Prefect) and KILLED (MLflow), and the process exits 128 + the signal within `EXIT_SECONDS` more,
+whether or not the Prefect API it reports to is still there. A stage also stops itself if this process is killed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from prefect import flow, get_run_logger, task
+from prefect.exceptions import TerminationSignal
+
+from wander.core.process_tree import WATCH_PID_ENV, exit_after, start_group, stop_group, stop_on_signals
 
 # Stages that talk to the outside world (a teacher API) get retries; the rest fail fast.
 RETRIES = {"synthesize": 2}
 PROJECT = Path(__file__).resolve().parent.parent
+# A stopped stage gets STOP_GRACE seconds to unwind (stop its servers, end its MLflow run) before SIGKILL; then
+# the flow gets EXIT_SECONDS more to report the end before it leaves anyway.
+STOP_GRACE = 8.0
+EXIT_SECONDS = 5.0
 
 
 class StageFailed(RuntimeError):
@@ -45,9 +61,11 @@ def dvc_stages(root: Path) -> list[str]:
 
 
 def stage_env(parent_run_id: str | None) -> dict[str, str]:
-    """The stage process environment: the project's Python first on PATH, the parent run id."""
+    """The stage process environment: the project's Python first on PATH, the parent run id, this process's id
+    (the stage stops if it ends)."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env[WATCH_PID_ENV] = str(os.getpid())
     if parent_run_id:
         env["WANDER_PARENT_RUN_ID"] = parent_run_id
     return env
@@ -57,7 +75,7 @@ def stream(cmd: list[str], root: str, parent_run_id: str | None) -> list[str]:
     """Run a command, streaming its output into the Prefect log; raise StageFailed with its tail on failure."""
     logger = get_run_logger()
     tail: deque[str] = deque(maxlen=40)
-    with subprocess.Popen(
+    proc = start_group(
         cmd,
         cwd=root,
         env=stage_env(parent_run_id),
@@ -65,13 +83,40 @@ def stream(cmd: list[str], root: str, parent_run_id: str | None) -> list[str]:
         stderr=subprocess.STDOUT,
         text=True,
         bufsize=1,
-    ) as proc:
+    )
+    stopping = False
+    try:
         for line in proc.stdout:
             tail.append(line.rstrip())
             logger.info(tail[-1])
+        proc.wait()
+    except BaseException as stop:
+        # A signal or a cancellation (no Exception): the process ends within seconds, whatever else happens.
+        if stopping := not isinstance(stop, Exception):
+            logger.error("%s: stopping the stage's processes", type(stop).__name__)
+            exit_after(STOP_GRACE + EXIT_SECONDS, stop_exit_code(stop))
+        raise
+    finally:
+        stop_group(proc, STOP_GRACE)  # after a clean exit too: nothing the stage started outlives it
+        if stopping:  # the stage is gone: what is left is reporting the end, which must not take long
+            exit_after(EXIT_SECONDS)
+        for line in _left_in_pipe(proc.stdout):  # a stopped stage's last words: what it kept, how to resume
+            tail.append(line)
+            logger.info(line)
+        proc.stdout.close()
     if proc.returncode != 0:
         raise StageFailed(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n" + "\n".join(tail))
     return list(tail)
+
+
+def _left_in_pipe(pipe: IO[str]) -> list[str]:
+    """The lines still unread in `pipe`, without waiting for more (its writers are gone or are strangers)."""
+    os.set_blocking(pipe.fileno(), False)
+    data = b""
+    with contextlib.suppress(BlockingIOError, OSError, ValueError):
+        while chunk := os.read(pipe.fileno(), 65536):
+            data += chunk
+    return data.decode(errors="replace").splitlines()
 
 
 @task(name="dvc-stage", task_run_name="{stage}")
@@ -99,6 +144,7 @@ def pipeline(
 
     if profile:
         print(apply_profile(Path(root), profile))
+    check_params(Path(root))  # what a later stage would refuse stops the run before the first one
     names = stages or dvc_stages(Path(root))
     results = []
     logged = {"stages": ",".join(names), **({"profile": profile} if profile else {})}
@@ -110,6 +156,14 @@ def pipeline(
             results.append(retried(name, root, run_id, force))
     print(summary(Path(root), run_id))
     return results
+
+
+def check_params(root: Path, profile: str | None = None) -> None:
+    """Raise PreflightError when root's params.yaml (with `profile` merged) cannot run with its environment."""
+    from tasks.plumbing.params import PARAMS_FILE, load_params
+    from tasks.plumbing.preflight import preflight
+
+    preflight(load_params(root / PARAMS_FILE, profile=profile))
 
 
 def apply_profile(root: Path, profile: str) -> str:
@@ -183,7 +237,13 @@ def summary(root: Path, run_id: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def stop_exit_code(stop: BaseException) -> int:
+    """128 + the signal a stop came from (SIGINT for a plain KeyboardInterrupt)."""
+    signum = getattr(stop, "signum", None) or getattr(stop, "signal", None) or signal.SIGINT
+    return 128 + int(signum)
+
+
+def main(argv: list[str] | None = None) -> int:
     """`python -m flows.pipeline [--profile NAME]`: the whole pipeline on params.yaml (with the profile written in)."""
     parser = argparse.ArgumentParser(prog="python -m flows.pipeline", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -191,8 +251,30 @@ def main(argv: list[str] | None = None) -> None:
         help="write params.<profile>.yaml's values into params.yaml first (e.g. llm: the chat model)",
     )
     args = parser.parse_args(argv)
-    pipeline(profile=args.profile)
+    try:  # before Prefect starts: a params problem is one message, not a failed flow run
+        check_params(PROJECT, args.profile)
+    except ValueError as exc:  # PreflightError, or a params file the model refuses
+        print(f"python -m flows.pipeline: {exc}", file=sys.stderr)
+        return 2
+    return stoppable(lambda: pipeline(profile=args.profile))
+
+
+def stoppable(run: Callable[[], object]) -> int:
+    """Call a flow from the command line: 0 when it finishes, 128 + the signal when SIGTERM or SIGINT stopped it."""
+    # Prefect turns SIGTERM into its TerminationSignal while a flow runs, then sends it again to this handler.
+    try:
+        with stop_on_signals(STOP_GRACE + EXIT_SECONDS):
+            run()
+    except (KeyboardInterrupt, TerminationSignal) as stop:
+        code = stop_exit_code(stop)
+        print(
+            f"stopped by {signal.Signals(code - 128).name}: finished stages are kept, and the next run resumes "
+            "the rest (docs/pipeline.md, Stopping a run)",
+            file=sys.stderr,
+        )
+        return code
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

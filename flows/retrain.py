@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from prefect import flow, task
 
-from flows.pipeline import PROJECT, stream
+from flows.pipeline import PROJECT, stoppable, stream
 
 RETRAIN_DIR = "retrain"
 
@@ -94,4 +94,4 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
 
 
 if __name__ == "__main__":
-    retrain()
+    sys.exit(stoppable(retrain))

@@ -217,7 +217,7 @@ def run(params: Params) -> dict:
                     done = len(resumed) + len(played)
                     seconds = time.monotonic() - play_start
                     _progress(before, done, len(specs), len(played), seconds, stats)
-            except Exception:
+            except BaseException:  # an error or a stop signal: either way, say what is kept
                 logger.error(
                     "stopped: %d of %d episodes are journaled in %s; a rerun resumes from there",
                     len(resumed) + len(played),

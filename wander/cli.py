@@ -16,6 +16,7 @@ from wander.eval.matrix import MatrixInterrupted, run_matrix
 from wander.policies.openai_policy import PolicyRequestError
 from wander.scaffold import DEFAULT_KIND, KINDS, init_environment
 from wander.serve import serve_model
+from wander.ui import app as ui_app
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -173,17 +174,26 @@ def env_serve_command(args: argparse.Namespace) -> int:
     from wander.serve.workers import serve_env_workers, session_shares
 
     shares = session_shares(args.max_sessions, args.workers)  # a bad split is an error before the env loads
+    if args.web and args.workers > 1:
+        raise ValueError("--web serves one shared browser episode from one process: drop --workers or --web")
     try:
         env = load_environment(args.name, **dict(args.settings))
     except TypeError as exc:  # an unknown setting: the factory names it
         raise ValueError(str(exc)) from None
     workers = f", {args.workers} worker processes with {shares} sessions" if args.workers > 1 else ""
+    web = f"; OpenEnv's web interface at http://{args.host}:{args.port}/web/" if args.web else ""
     print(
         f"environment {env.name!r} over OpenEnv at http://{args.host}:{args.port} (WebSocket sessions at /ws, "
-        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s{workers})",
+        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s{workers}){web}",
         flush=True,
     )
-    options = dict(max_sessions=args.max_sessions, idle_ttl_s=args.idle_ttl, threaded=args.threaded)
+    options = dict(
+        max_sessions=args.max_sessions,
+        idle_ttl_s=args.idle_ttl,
+        threaded=args.threaded,
+        reset_seed=args.seed,
+        web=args.web,
+    )
     if args.workers > 1:
         return serve_env_workers(env, host=args.host, port=args.port, workers=args.workers, **options)
     serve_env_forever(env, host=args.host, port=args.port, **options)
@@ -313,6 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run each session's steps in its own thread (for environments that block on I/O)",
     )
+    env_serve.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the episode seeds drawn for a reset that names none (reset with no arguments; default 0)",
+    )
+    env_serve.add_argument(
+        "--web", action="store_true", help="also serve OpenEnv's Gradio web interface at /web/"
+    )
     env_serve.set_defaults(func=env_serve_command)
     env_init = env_sub.add_parser(
         "init",
@@ -329,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     env_init.set_defaults(func=env_init_command)
 
     serve_model.register(sub, port_number)
+    ui_app.register(sub, port_number)
     return parser
 
 

@@ -3,21 +3,32 @@
 It loads and checks the whole params file (tasks.plumbing.params), hands the stage only the sections it declares
 (tasks.plumbing.sections.READS), runs it inside its MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the
 errors a person can fix (bad params, failed validation) into one readable message and exit status 2.
+
+Stop means stop: SIGTERM or SIGINT unwinds the stage (its teacher or vLLM server stopped, its MLflow run ended
+KILLED) and it exits 128 + the signal; a stage also stops itself when the process that ran it ends, even by SIGKILL:
+DVC (`DVC_STAGE` is set: DVC's stage command) and the flow (`WANDER_STOP_WITH_PID`). What it journaled or
+checkpointed stays, so the next run resumes it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tasks.plumbing.params import ParamsError, add_params_arguments, load_params, restrict
 from tasks.plumbing.sections import READS, Params
 from tasks.plumbing.validation import DataValidationError, InputError
 from wander.core.logs import configure_logging
+from wander.core.process_tree import WATCH_PID_ENV, Stopped, stop_on_signals, stop_when_gone
+
+# Seconds a stopped stage gets to unwind before it leaves anyway (under the flow, the flow's shorter grace applies).
+STOP_GRACE = 10.0
 
 
 def stage_main(
@@ -43,21 +54,41 @@ def stage_main(
         return 2
     start = time.monotonic()
     try:
-        if args.no_mlflow:
-            metrics = run(restrict(params, stage))
-        else:
-            from tasks.plumbing.tracking import stage_run
-
-            logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
-            with stage_run(run_name or stage, logged):
+        with stop_with_runner():  # the stage may start servers: a stop must unwind them
+            if args.no_mlflow:
                 metrics = run(restrict(params, stage))
+            else:
+                from tasks.plumbing.tracking import stage_run
+
+                logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
+                with stage_run(run_name or stage, logged):
+                    metrics = run(restrict(params, stage))
     except (DataValidationError, InputError, ParamsError, FileNotFoundError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2
+    except Stopped as e:
+        seconds = time.monotonic() - start
+        print(
+            f"{stage}: {e} after {seconds:.1f} s; a rerun resumes its journaled or checkpointed work",
+            file=sys.stderr,
+        )
+        return e.exit_code
     logging.getLogger(stage).info(
         "done in %.1f s: %s", time.monotonic() - start, json.dumps(headline(metrics), default=str)
     )
     return 0
+
+
+@contextlib.contextmanager
+def stop_with_runner() -> Iterator[None]:
+    """Within the block, stop signals end the stage cleanly; so does the end of DVC (when DVC runs it) or of the
+    flow that ran it."""
+    with stop_on_signals(STOP_GRACE):
+        if "DVC_STAGE" in os.environ:  # DVC's stage command: nobody records the outputs once DVC is gone
+            stop_when_gone(grace=STOP_GRACE)
+        if os.environ.get(WATCH_PID_ENV, "").isdigit():
+            stop_when_gone(int(os.environ[WATCH_PID_ENV]), grace=STOP_GRACE)
+        yield
 
 
 def headline(metrics: dict) -> dict:

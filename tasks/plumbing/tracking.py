@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from wander.core.atomic_io import write_json
 from wander.core.logs import redact_url
+from wander.core.process_tree import alive
 
 if TYPE_CHECKING:
     from tasks.plumbing.sections import Layout
@@ -62,20 +63,6 @@ def _owner() -> dict[str, str]:
     return {"wander.host": socket.gethostname(), "wander.pid": str(os.getpid())}
 
 
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs on this host (a zombie, killed but not yet reaped, is not alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it exists
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def close_dead_runs(experiment_id: str) -> list[str]:
     """Mark KILLED every RUNNING run of the experiment whose process (on this host) is gone; return their ids.
 
@@ -92,7 +79,7 @@ def close_dead_runs(experiment_id: str) -> list[str]:
     closed = []
     for run in runs:
         pid = run.data.tags.get("wander.pid", "")
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
             client.set_tag(run.info.run_id, "wander.end", f"process {pid} ended without closing this run")
             client.set_terminated(run.info.run_id, status="KILLED")
             closed.append(run.info.run_id)
@@ -119,7 +106,8 @@ def pipeline_run(
             mlflow.log_params(loggable(params))
         os.environ[PARENT_RUN_ENV] = run.info.run_id
         try:
-            yield run.info.run_id
+            with _killed_when_stopped():
+                yield run.info.run_id
         finally:
             if previous is None:
                 os.environ.pop(PARENT_RUN_ENV, None)
@@ -145,7 +133,22 @@ def stage_run(
     with mlflow.start_run(experiment_id=experiment_id, run_name=stage, tags=tags, **nesting) as run:
         if params:
             mlflow.log_params(loggable(params))
-        yield run
+        with _killed_when_stopped():
+            yield run
+
+
+@contextlib.contextmanager
+def _killed_when_stopped() -> Iterator[None]:
+    """End the active run KILLED when a stop (a signal, a cancellation: a BaseException that is no Exception)
+    unwinds through it; MLflow would record FAILED, which an error gets."""
+    import mlflow
+
+    try:
+        yield
+    except BaseException as e:
+        if not isinstance(e, (Exception, GeneratorExit)):
+            mlflow.end_run("KILLED")
+        raise
 
 
 def _active() -> Any:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mlflow
@@ -13,6 +20,7 @@ import yaml
 
 from tasks.plumbing.scratch_copy import copy_project, project_env, run_in
 from tasks.plumbing.tracking import flatten
+from wander.core.process_tree import alive, descendants, kill_descendants
 
 
 def sh(args: list[str], cwd: Path) -> str:
@@ -88,6 +96,140 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     version = mlflow.MlflowClient().get_model_version_by_alias("wander-tictactoe", "champion")
     assert int(version.version) == 1 and version.tags["wander.parent"] == "grpo-strong"
     assert version.tags["wander.dvc_md5"] != "untracked"
+
+
+READY_SECONDS = 600  # the most a flow may take to reach the moment a test stops it
+
+
+def start_flow(root: Path, log: Path) -> subprocess.Popen:
+    """`python -m flows.pipeline` in the scratch project, leading a process group of its own (a terminal's)."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "flows.pipeline"],
+            cwd=root,
+            env=project_env(root),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def running(pid: int, module: str) -> list[int]:
+    """The descendants of `pid` running `python -m <module>`."""
+    found = []
+    for child in descendants(pid):
+        with contextlib.suppress(OSError):
+            if f"-m\0{module}".encode() in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.append(child)
+    return found
+
+
+def stop_flow(
+    root: Path, log: Path, ready: Callable[[subprocess.Popen], bool], sig: int, group: bool
+) -> dict:
+    """Run the flow until `ready`, send `sig` (to its process group with `group`), check that every process of the
+    run is gone within 15 s and the exit status non-zero; return what the stop looked like."""
+    flow = start_flow(root, log)
+    try:
+        deadline = time.monotonic() + READY_SECONDS
+        while not ready(flow):
+            assert flow.poll() is None, f"the flow ended before the stop:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "the flow never reached the moment to stop it"
+            time.sleep(0.1)
+        processes = [flow.pid, *descendants(flow.pid)]  # dvc, the stage, its teacher, Prefect's API server
+        start = time.monotonic()
+        os.killpg(flow.pid, sig) if group else flow.send_signal(sig)
+        code = flow.wait(timeout=15)
+        while any(alive(pid) for pid in processes) and time.monotonic() - start < 15:
+            time.sleep(0.1)
+        seconds = time.monotonic() - start
+        left = [pid for pid in processes if alive(pid)]
+    finally:
+        kill_descendants(flow.pid)
+        flow.kill()
+        flow.wait()
+    assert not left, f"still running 15 s after the stop: {left}\n{log.read_text()[-3000:]}"
+    assert code == 128 + sig, log.read_text()[-3000:]
+    return {"processes": len(processes), "seconds": seconds}
+
+
+def last_runs(root: Path) -> dict[str, mlflow.entities.Run]:
+    """The newest pipeline run of the scratch project and its stage runs, by run name."""
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list", order_by=["start_time DESC"])
+    parent = next(r for r in runs if r.data.tags.get("wander.kind") == "pipeline")
+    stages = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    return {"pipeline": parent, **stages}
+
+
+def prefect_states(root: Path) -> tuple[str, dict[str, str]]:
+    """The newest flow run's state and its task runs' states, from the scratch project's Prefect database."""
+    with contextlib.closing(sqlite3.connect(root / ".prefect/prefect.db")) as db:
+        flow_id, state = db.execute(
+            "select id, state_type from flow_run order by created desc limit 1"
+        ).fetchone()
+        tasks = dict(db.execute("select name, state_type from task_run where flow_run_id = ?", (flow_id,)))
+    return state, tasks
+
+
+@pytest.mark.slow
+def test_sigterm_or_sigint_stop_every_process_of_the_run_and_the_rerun_gives_the_uninterrupted_outputs(
+    project, tmp_path
+):
+    """Stopped during synthesize and during GRPO (SIGTERM to the flow), then SIGINT to its process group: all
+    gone within 15 s, runs KILLED and Crashed; the run that finishes gives the uninterrupted run's files."""
+    reference, _ = project
+    root = copy_project(tmp_path / "stopped", profile="smoke")
+    params = (root / "params.yaml").read_text()
+    slowed = yaml.safe_load(params)  # a paced teacher, so the stop lands while it plays (pace is no input)
+    slowed["synthesize"]["requests_per_second"] = 20.0
+    (root / "params.yaml").write_text(yaml.safe_dump(slowed, sort_keys=False))
+    journal = root / "data/work/synthesize"
+
+    def playing(flow: subprocess.Popen) -> bool:
+        return any(p.read_text().count("\n") >= 16 for p in journal.glob("*.jsonl"))
+
+    def training(flow: subprocess.Popen, since: dict = {}) -> bool:  # noqa: B006 (the time GRPO was first seen)
+        if running(flow.pid, "tasks.grpo"):
+            since.setdefault(flow.pid, time.monotonic())
+        return time.monotonic() - since.get(flow.pid, time.monotonic()) > 4
+
+    stops = {"synthesize": stop_flow(root, tmp_path / "1.log", playing, signal.SIGTERM, group=False)}
+    assert (
+        "a rerun resumes from there" in (tmp_path / "1.log").read_text()
+    )  # the stage's last words are shown
+    assert last_runs(root)["pipeline"].info.status == "KILLED"
+    state, tasks = prefect_states(root)
+    assert state == "CRASHED" and tasks["synthesize"] == "CRASHED", (state, tasks)
+    assert list(journal.glob("*.jsonl")), "the journal of the stopped synthesis is kept"
+
+    (root / "params.yaml").write_text(params)
+    stops["grpo"] = stop_flow(root, tmp_path / "2.log", training, signal.SIGTERM, group=False)
+    runs = last_runs(root)
+    assert runs["pipeline"].info.status == "KILLED" and runs["synthesize"].info.status == "FINISHED"
+    assert re.search(r"48 episodes of train: (16|32) already journaled", (tmp_path / "2.log").read_text())
+
+    stops["sigint"] = stop_flow(root, tmp_path / "3.log", training, signal.SIGINT, group=True)
+    assert last_runs(root)["pipeline"].info.status == "KILLED"
+
+    run_in(root, [sys.executable, "-m", "flows.pipeline"])
+    # A stopped stage ends its run KILLED itself, or, killed after the grace period, the next stage to start does.
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert {r.info.status for r in runs} == {"FINISHED", "KILLED"}
+    assert {"synthesize", "grpo@wide", "pipeline"} <= {
+        r.info.run_name for r in runs if r.info.status == "KILLED"
+    }
+    for path in (
+        "data/synth/episodes.jsonl",
+        "data/sft/train.jsonl",
+        *(f"data/models/{m}/model.safetensors" for m in ("sft", "grpo-wide", "grpo-strong", "grpo-polish")),
+        "data/eval/matrix.csv",
+    ):
+        assert (root / path).read_bytes() == (reference / path).read_bytes(), path
+    assert all(stop["processes"] >= 4 for stop in stops.values()), (
+        stops
+    )  # flow, API server, dvc, stage (+ teacher)
+    print(stops)
 
 
 @pytest.mark.slow
@@ -251,6 +393,24 @@ def test_deployments_run_through_a_local_prefect_server_and_worker(project):
             stderr=subprocess.STDOUT,
         )
         prefect("deployment", "run", "wander-pipeline/manual", "--watch")
+        # A deployment run cancelled (as from the UI) while a stage runs: nothing of it keeps running.
+        started = prefect("deployment", "run", "wander-retrain/retrain", "--param", "seed=8")
+        flow_run = re.search(r"UUID: ([0-9a-f-]{36})", started).group(1)
+        deadline = time.monotonic() + 600
+        while not (running(worker.pid, "tasks.generate") or running(worker.pid, "tasks.grpo")):
+            assert time.monotonic() < deadline and worker.poll() is None, "the retrain never started a stage"
+            time.sleep(0.2)
+        processes = descendants(worker.pid)  # the flow run's process, its stage and what that started
+        prefect("flow-run", "cancel", flow_run)
+        cancelled = (
+            time.monotonic()
+        )  # the worker looks for cancellations every 2 s (PREFECT_WORKER_QUERY_SECONDS)
+        while any(alive(pid) for pid in processes) or "CANCELLED" not in prefect(
+            "flow-run", "inspect", flow_run
+        ):
+            left = [pid for pid in processes if alive(pid)]
+            assert time.monotonic() - cancelled < 30, f"30 s after the cancel, still running: {left}"
+            time.sleep(1)
         before = len(registry().search_model_versions("name='wander-tictactoe'"))
         prefect("deployment", "run", "wander-retrain/retrain", "--param", "seed=7", "--watch")
     finally:

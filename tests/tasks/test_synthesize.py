@@ -1,4 +1,5 @@
-"""The synthesize stage: resumable after SIGKILL, retried on transient endpoint failures, rate-limited."""
+"""The synthesize stage: resumable after SIGKILL, stopped cleanly by SIGTERM or its runner's end (its teacher too, never
+an orphan), retried on transient endpoint failures, rate-limited."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import mlflow
 import pytest
 import yaml
 from fastapi import Request
@@ -22,6 +24,7 @@ from tasks.plumbing.journal import Journal
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
 from wander.core.policy import Reply
+from wander.core.process_tree import WATCH_PID_ENV, alive, descendants
 from wander.policies.openai_policy import PolicyRequestError
 from wander.policies.openai_server import serve_in_thread, teacher_app
 
@@ -86,11 +89,21 @@ def test_killed_synthesis_resumes_without_loss_or_duplicates(
             assert proc.poll() is None, f"synthesis ended before the kill:\n{proc.stdout.read()}"
             assert time.monotonic() < deadline, "no journaled episode after 120 s"
             time.sleep(0.02)
+        helpers = descendants(proc.pid)  # the forked embedded teacher
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
+    # Its teacher does not outlive it: it sees its parent end and stops by itself (no one else signals it).
+    assert helpers, "the stage started no teacher process"
+    deadline = time.monotonic() + 5
+    while any(alive(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in helpers if alive(pid)]
+    for pid in left:  # never leave one behind for the rest of the suite
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of the killed stage still alive 5 s later: {left}"
     assert not output.exists()
     journaled = [json.loads(line) for line in journal.read_text().splitlines()]
     total = len(read_jsonl(Path(config.layout.datasets) / "train.jsonl"))
@@ -112,6 +125,85 @@ def test_killed_synthesis_resumes_without_loss_or_duplicates(
     straight = with_specs(params_at, tmp_path / "straight", shared_params)
     synthesize.run(stage_config("synthesize", straight, batch_size=4, max_concurrency=4))
     assert episodes_of(straight) == records
+
+
+def start_synthesis(
+    tmp_path: Path, params_at, shared_params: dict, env: dict | None = None
+) -> subprocess.Popen:
+    """`python -m tasks.synthesize` on the shared specs, paced so that a stop lands while the teacher plays."""
+    params = params_at(tmp_path)
+    shutil.copytree(shared_params["layout"]["datasets"], params["layout"]["datasets"])
+    params["synthesize"].update(batch_size=4, requests_per_second=20.0)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    environ = {**os.environ, **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tasks.synthesize", "--params", "params.yaml"],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until_playing(proc: subprocess.Popen, tmp_path: Path) -> list[int]:
+    """Wait until a batch is journaled; return the stage's helper processes (its forked teacher)."""
+    # A bound for a busy machine: on an idle one the first batch is journaled ~10 s after the start.
+    deadline = time.monotonic() + 600
+    while not any(p.read_text().count("\n") >= 4 for p in tmp_path.glob("data/work/synthesize/*.jsonl")):
+        assert proc.poll() is None, f"synthesis ended before the stop:\n{proc.stdout.read()}"
+        assert time.monotonic() < deadline, "no journaled episode after 600 s"
+        time.sleep(0.05)
+    helpers = descendants(proc.pid)
+    assert helpers, "the stage started no teacher process"
+    return helpers
+
+
+def assert_stopped(proc: subprocess.Popen, helpers: list[int], tmp_path: Path, within: float) -> str:
+    """The stage exits 143 within `within` seconds, its helpers are gone, its MLflow run is KILLED."""
+    start = time.monotonic()
+    try:
+        out, _ = proc.communicate(timeout=within)
+    finally:
+        proc.kill()
+    seconds = time.monotonic() - start
+    left = [pid for pid in helpers if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert not left, f"helpers alive after the stage ended: {left}"
+    assert "synthesize: stopped by SIGTERM" in out and "a rerun resumes from there" in out, out
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow/mlflow.db'}")
+    (run,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert run.info.status == "KILLED"
+    assert list(tmp_path.glob("data/work/synthesize/*.jsonl")), "the journal is kept for the rerun"
+    return f"{seconds:.1f} s"
+
+
+@pytest.mark.slow
+def test_sigterm_unwinds_a_stage_its_teacher_stopped_its_run_killed(
+    tmp_path: Path, params_at, shared_params: dict, generated: dict
+) -> None:
+    proc = start_synthesis(tmp_path, params_at, shared_params)
+    helpers = wait_until_playing(proc, tmp_path)
+    proc.send_signal(signal.SIGTERM)  # the stage alone: the teacher hears of it from the stage
+    assert_stopped(proc, helpers, tmp_path, within=5)
+
+
+@pytest.mark.slow
+def test_a_stage_stops_itself_when_its_runner_dies_even_by_sigkill(
+    tmp_path: Path, params_at, shared_params: dict, generated: dict
+) -> None:
+    runner = subprocess.Popen(["sleep", "600"])  # stands for the flow, which exports its pid to the stages
+    try:
+        proc = start_synthesis(tmp_path, params_at, shared_params, {WATCH_PID_ENV: str(runner.pid)})
+        helpers = wait_until_playing(proc, tmp_path)
+        runner.kill()
+        runner.wait()
+        assert_stopped(proc, helpers, tmp_path, within=8)
+    finally:
+        runner.kill()
+        runner.wait()
 
 
 def flaky_teacher(failures: list[int], seen: dict, fail_after: int | None = None) -> object:

@@ -39,7 +39,7 @@ def test_eval_prints_the_table_and_writes_the_report(tmp_path, capsys):
     assert stdout.count("minimax ") >= 4 and stdout.count("rnd ") == 4  # one line per opponent x side
     assert {p.name for p in out.iterdir()} == {
         "metrics.json", "matrix.json", "matrix.csv", "headline_heatmap.png", "headline_by_policy.png", "report.md",
-        "learning_curve.png",
+        "learning_curve.png", "episodes.jsonl.gz",
     }  # fmt: skip
     matrix = json.loads((out / "matrix.json").read_text())
     assert matrix["policies"]["minimax"]["overall"]["loss"] == 0.0

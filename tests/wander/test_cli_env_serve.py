@@ -33,6 +33,7 @@ def test_settings_are_parsed_as_yaml_values():
         ["--idle-ttl", "-1"],
         ["--idle-ttl", "inf"],
         ["--workers", "0"],
+        ["--seed", "x"],
     ],
 )
 def test_bad_options_are_usage_errors(argv, capsys):
@@ -44,6 +45,11 @@ def test_bad_options_are_usage_errors(argv, capsys):
 def test_an_unknown_setting_is_one_line_and_status_2(capsys):
     assert main(["env", "serve", "tictactoe", "colour=red"]) == 2
     assert "unknown tictactoe setting" in capsys.readouterr().err
+
+
+def test_web_with_workers_is_one_line_and_status_2(capsys):
+    assert main(["env", "serve", "tictactoe", "--web", "--workers", "2"]) == 2
+    assert "--web serves one shared browser episode" in capsys.readouterr().err
 
 
 def test_more_workers_than_sessions_is_one_line_and_status_2(capsys):
@@ -67,6 +73,9 @@ def test_the_served_process_plays_a_game_with_openenv_client():
         "max_turns=3",
         "--port",
         str(port),
+        "--seed",
+        "7",
+        "--web",
     ]
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
@@ -87,6 +96,19 @@ def test_the_served_process_plays_a_game_with_openenv_client():
         assert (
             turns == 3 and result.observation["values"]["invalid_moves"] == 3
         )  # the setting reached the env
+        # `curl -X POST /reset -d '{}'`: an episode from a seed the server drew from --seed, reported to replay it.
+        drawn = httpx.post(url + "/reset", json={}, timeout=10).json()
+        seed = drawn["observation"]["metadata"]["seed"]
+        replay = httpx.post(url + "/reset", json={"seed": seed}, timeout=10).json()
+        assert replay["observation"]["messages"] == drawn["observation"]["messages"]
+        assert drawn["observation"]["metadata"]["spec"]["seed"] == seed
+        # --web: OpenEnv's Gradio page and its reset/step API play the same env.
+        page = httpx.get(url + "/web/", timeout=30)
+        assert page.status_code == 200 and "gradio" in page.text.lower()
+        web = httpx.post(url + "/web/reset", json={}, timeout=10).json()
+        assert web["observation"]["metadata"]["seed"] >= 0 and not web["done"]
+        step = httpx.post(url + "/web/step", json={"action": {"message": "no move"}}, timeout=10).json()
+        assert step["observation"]["values"] == {} and "no move" not in str(step["observation"]["messages"])
     finally:
         server.terminate()
         server.wait(timeout=10)

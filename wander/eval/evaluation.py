@@ -22,6 +22,7 @@ from wander.core.policy import Policy
 from wander.eval import plots, report, rubric_report
 from wander.eval.config import EvaluateConfig
 from wander.eval.curves import plot_curves, read_curves
+from wander.eval.episodes_file import write_episodes
 from wander.eval.matrix import MatrixInterrupted, MatrixResult, run_matrix
 from wander.eval.report import OUTPUTS
 
@@ -47,6 +48,7 @@ def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline:
     plots.plot_bars(result, paths["bars"])
     plot_curves(result.curves, paths["curve"], result.suite.curve_series)
     write_text(paths["report"], suite.markdown_report(result, seed, baseline))
+    write_episodes(result, paths["episodes"])
     return paths
 
 

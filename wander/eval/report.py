@@ -28,6 +28,7 @@ OUTPUTS = {
     "bars": "headline_by_policy.png",
     "report": "report.md",
     "curve": "learning_curve.png",
+    "episodes": "episodes.jsonl.gz",  # every game, which `wander ui` replays (wander/eval/episodes_file.py)
 }
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
 

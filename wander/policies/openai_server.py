@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -28,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wander.core.environment import Environment
 from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
+from wander.core.process_tree import stop_when_gone
 
 MAX_N = 128  # a guard against a typo asking for a million completions
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -319,7 +322,7 @@ def _in_thread(server: uvicorn.Server, sock: socket.socket, name: str) -> Starte
 def _in_child(server: uvicorn.Server, sock: socket.socket, name: str) -> Started:
     """Start `server` in a forked child process; its liveness check and its stop."""
     child = multiprocessing.get_context("fork").Process(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=name
+        target=_serve_until_parent_ends, args=(server, sock, os.getpid()), daemon=True, name=name
     )
     child.start()
 
@@ -331,6 +334,17 @@ def _in_child(server: uvicorn.Server, sock: socket.socket, name: str) -> Started
             child.join()
 
     return child.is_alive, stop
+
+
+def _serve_until_parent_ends(server: uvicorn.Server, sock: socket.socket, parent: int) -> None:
+    """The forked child's work: serve, and stop when the parent ends, even killed outright (never an orphan)."""
+    # The parent's signal handlers came along with the fork; uvicorn shuts down on SIGTERM and SIGINT, then
+    # re-raises the signal, which should then end this process quietly.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_when_gone(parent)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[sock])
 
 
 def _wait_until_answering(url: str, alive: Callable[[], bool], timeout: float) -> None:

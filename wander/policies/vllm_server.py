@@ -6,23 +6,20 @@ with VLLMServer("data/models/sft") as server:  # started on a free loopback port
 ```
 
 vLLM cannot share the project's venv (it pins an older transformers), so the server runs from `.venv-vllm`
-(`make vllm`). The child gets a process group of its own: stopping signals the whole group (the API server and
-its engine-core processes), SIGTERM first, SIGKILL after a grace period, and the server also receives SIGTERM if
-this process dies first (Linux `PR_SET_PDEATHSIG`; it fires when the *thread* that started the server ends, so
-start it from a thread that outlives its use, as the stages and `wander serve-model` do from the main thread). Its output goes to a log file whose tail is shown when it fails
-to start.
+(`make vllm`). The child gets a process group of its own (wander.core.process_tree): stopping signals the whole
+group (the API server and its engine-core processes), SIGTERM first, SIGKILL after a grace period, and the server
+also receives SIGTERM if this process dies first (Linux `PR_SET_PDEATHSIG`; it fires when the *thread* that started
+the server ends, so start it from a thread that outlives its use, as the stages and `wander serve-model` do from
+the main thread). Its output goes to a log file whose tail is shown when it fails to start.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,10 +27,10 @@ from pathlib import Path
 
 import httpx
 
+from wander.core.process_tree import start_group, stop_group
 from wander.policies.vllm_server_config import VLLMServerConfig
 
 logger = logging.getLogger(__name__)
-_PR_SET_PDEATHSIG = 1
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -42,11 +39,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class VLLMServer:
@@ -124,15 +116,15 @@ class VLLMServer:
         logger.info("starting vLLM for %s as %r on %s", self.model, self.name, self.root_url)
         start = time.monotonic()
         try:
-            self.process = subprocess.Popen(
+            # Its own process group: Ctrl-C here does not reach it, stop() does; it dies with this process.
+            self.process = start_group(
                 cmd,
+                die_with_parent=True,
                 env=self.environment(),
                 cwd=tempfile.gettempdir(),  # `-m` puts the working folder on sys.path: keep the repo's off it
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
-                start_new_session=True,  # its own process group: Ctrl-C here does not reach it, stop() does
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         finally:
             if out is not None:
@@ -172,17 +164,7 @@ class VLLMServer:
         process, self.process = self.process, None
         code = None
         if process is not None:
-            code = process.poll()
-            if code is None:
-                _signal_group(process.pid, signal.SIGTERM)
-                try:
-                    code = process.wait(grace)
-                except subprocess.TimeoutExpired:
-                    logger.warning("vLLM did not stop within %.0f s of SIGTERM; killing it", grace)
-                    _signal_group(process.pid, signal.SIGKILL)
-                    code = process.wait()
-            # Engine-core children may outlive the API server's exit: the group goes in any case.
-            _signal_group(process.pid, signal.SIGKILL)
+            code = stop_group(process, grace)  # engine-core children that outlive the API server go too
         if self.log is None and self._log_path is not None and not keep_log:
             self._log_path.unlink(missing_ok=True)
         return code
@@ -199,11 +181,6 @@ class VLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)  # the child leads its own session: its pid is the group id
 
 
 @contextlib.contextmanager

@@ -16,6 +16,8 @@ import dataclasses
 import functools
 import inspect
 import math
+import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +30,7 @@ from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Reply
+from wander.core.splits import SPLIT_SEEDS
 from wander.serve.guards import BodyLimit, FrameCheck
 from wander.serve.protocol import WanderAction, WanderObservation, WanderState
 
@@ -35,6 +38,24 @@ MAX_SESSIONS = 256
 IDLE_TTL_S = 300.0
 MAX_BODY_BYTES = 1 << 20  # an HTTP body or WebSocket frame larger than this is refused (413 / close 1009)
 RESET_FIELDS = ("seed", "episode_id", "spec", "split", "index")
+
+
+class ResetSeeds:
+    """The seeds a server draws for a reset that names no episode: a deterministic stream from the server's seed.
+
+    Shared by every session of one server process (HTTP `/reset` builds a fresh session per request), so a fresh
+    server with the same seed hands out the same seeds in the same order. Seeds come from the train split's range.
+    """
+
+    def __init__(self, seed: int = 0, stream: int = 0):
+        # `stream` tells worker processes of one server apart, so they never hand out the same sequence.
+        self._rng = random.Random(f"{seed}:{stream}")
+        self._lock = threading.Lock()  # threaded sessions reset from openenv's worker threads
+
+    def draw(self) -> int:
+        """The next seed."""
+        with self._lock:
+            return self._rng.randrange(*SPLIT_SEEDS["train"])
 
 
 class RequestError(ValueError):
@@ -55,9 +76,10 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
     # Sessions share only the wander environment, whose episode methods keep per-episode state in the Episode.
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env: Environment):
+    def __init__(self, env: Environment, seeds: ResetSeeds | None = None):
         super().__init__()
         self.env = env
+        self.seeds = seeds or ResetSeeds()
         self.episode: Episode | None = None
         self.episode_id: str | None = None
         self.closed = False
@@ -65,12 +87,19 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> WanderObservation:
-        """Start an episode from a seed, an explicit spec, or a split and index of the env's datasets."""
+        """Start an episode from a seed, an explicit spec, a split and index, or (none of them) a seed it draws.
+
+        The observation's `metadata` names the episode: `seed` (given or drawn; `reset(seed=...)` replays it) and
+        `spec`.
+        """
         self._check_open()
         unknown = sorted(set(kwargs) - set(RESET_FIELDS))
         if unknown:
             raise RequestError(f"unknown reset field(s) {unknown}; known: {list(RESET_FIELDS)}")
-        spec = self._resolve_spec(seed, kwargs.get("spec"), kwargs.get("split"), kwargs.get("index"))
+        given, split, index = kwargs.get("spec"), kwargs.get("split"), kwargs.get("index")
+        if seed is None and given is None and split is None and index is None:
+            seed = self.seeds.draw()
+        spec = self._resolve_spec(seed, given, split, index)
         try:
             self.episode = self.env.start(spec)
         except Exception as exc:  # noqa: BLE001 - a spec the env cannot start is the client's input
@@ -78,7 +107,8 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
                 f"cannot start an episode of {self.env.name} from spec {spec!r}: {exc}"
             ) from exc
         self.episode_id = episode_id
-        return self._observation(self.episode.messages)
+        named = {"seed": seed} if given is None and split is None else {}
+        return self._observation(self.episode.messages, metadata={**named, "spec": _json_safe(spec)})
 
     def step(self, action: WanderAction, timeout_s: float | None = None, **kwargs: Any) -> WanderObservation:
         """Play the model's message through the env; the final step carries the reward and rubric values."""
@@ -188,15 +218,11 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
                 return self.get_task(split, index)
             except IndexError:
                 raise RequestError(f"index {index} is out of range for split {split!r}") from None
-        if seed is None:
-            raise RequestError(
-                "reset needs a 'seed', a 'spec', or a 'split' and 'index': every episode is a function of its spec"
-            )
         if not _is_int(seed) or seed < 0:
             raise RequestError(f"reset 'seed' must be a non-negative integer, got {seed!r}")
         return self.env.make_spec(seed)
 
-    def _observation(self, messages: list[dict]) -> WanderObservation:
+    def _observation(self, messages: list[dict], metadata: dict | None = None) -> WanderObservation:
         ep = self.episode
         assert ep is not None
         done = ep.done
@@ -208,6 +234,7 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
             values={k: _finite(v) for k, v in ep.values.items()},
             error=ep.error,
             state=_json_safe(ep.to_dict()["state"]),
+            metadata=metadata or {},
         )
 
 
@@ -278,8 +305,14 @@ def create_env_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     threaded: bool = False,
     reported_max_sessions: int | None = None,
+    reset_seed: int = 0,
+    reset_stream: int = 0,
+    web: bool = False,
 ) -> FastAPI:
     """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection.
+
+    A reset naming no episode draws its seed from `reset_seed` (see `ResetSeeds`). `web` adds OpenEnv's own Gradio
+    web interface at `/web` (one shared episode, for a person trying the env in a browser).
 
     `reported_max_sessions` is the cap `/wander/info` reports when this app is one of several worker processes
     (`wander.serve.workers`): the whole server's, not this worker's share.
@@ -287,15 +320,31 @@ def create_env_app(
     # Build lazily made splits now, not concurrently inside the first sessions.
     for split in list(env.dataset):
         env.get_dataset(split)
-    app = create_fastapi_app(
-        functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env),
-        WanderAction,
-        WanderObservation,
-        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_ttl_s),
-        env_name=env.name,
-        state_cls=WanderState,
-        mode="simulation",
-    )
+    seeds = ResetSeeds(reset_seed, reset_stream)
+    session = functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env, seeds)
+    concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_ttl_s)
+    if web:
+        from openenv.core.env_server.web_interface import create_web_interface_app  # imports gradio: ~seconds
+
+        app = create_web_interface_app(
+            session,
+            WanderAction,
+            WanderObservation,
+            env.name,
+            concurrency_config=concurrency,
+            state_cls=WanderState,
+            mode="simulation",
+        )
+    else:
+        app = create_fastapi_app(
+            session,
+            WanderAction,
+            WanderObservation,
+            concurrency_config=concurrency,
+            env_name=env.name,
+            state_cls=WanderState,
+            mode="simulation",
+        )
     app.title = f"wander environment {env.name!r} (OpenEnv)"
 
     config = getattr(env, "config", None)

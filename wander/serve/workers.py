@@ -19,6 +19,7 @@ import socket
 from typing import Any
 
 from wander.core.environment import Environment
+from wander.core.process_tree import stop_when_gone
 
 
 def session_shares(max_sessions: int, workers: int) -> list[int]:
@@ -67,7 +68,8 @@ def _run_worker(
     # The supervisor's own signal handling came along too; uvicorn handles SIGTERM and SIGINT itself (a graceful
     # shutdown) and re-raises the signal once done, which should then end this process quietly.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    options = {**app_options, "max_sessions": share}
+    stop_when_gone()  # a supervisor killed outright (SIGKILL) must not leave its workers serving
+    options = {**app_options, "max_sessions": share, "reset_stream": index}  # each worker its own seed stream
     app = create_env_app(env, **options)
     config = uvicorn.Config(app, log_level="info", **uvicorn_options(options))
     try:

@@ -145,7 +145,6 @@ def test_bad_http_requests_are_4xx_with_a_reason(served):
     assert post("/reset", json={"split": "nope", "index": 0}).status_code == 422
     assert post("/reset", json={"split": "eval", "index": 10**6}).status_code == 422
     assert post("/reset", json={"spec": {"seed": "x"}}).status_code == 422
-    assert post("/reset", json={}).status_code == 422
     assert post("/reset", content=b"x" * (2 << 20)).status_code == 413
     assert post("/tictactoe/task", json={"split": "eval", "index": 99}).status_code == 400
     assert post("/tictactoe/tasks", json={"split": "nope"}).status_code == 422

@@ -1,0 +1,140 @@
+"""Games of `wander ui` without a browser: a person as the board game's opponent gets the env's own episode; bad
+input is refused with a reason; any env can be played by typing the policy's turns; the evaluation's episode file
+holds every game with its cell."""
+
+from __future__ import annotations
+
+import html
+
+import httpx
+import pytest
+
+from envs.tictactoe import MinimaxPlayer
+from wander import load_environment
+from wander.core.policy import Reply
+from wander.core.replay import replay_problems
+from wander.eval.config import EvaluateConfig
+from wander.eval.episodes_file import read_episodes, write_episodes
+from wander.eval.matrix import run_matrix
+from wander.policies.openai_server import serve_in_thread
+from wander.ui.app import create_app
+from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move, typed_turn
+from wander.ui.run_files import RunFiles, RunMissing
+
+SETTINGS = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8)
+
+
+class Says:
+    """A policy that replies with the given texts in turn."""
+
+    def __init__(self, *texts: str):
+        self.texts = list(texts)
+
+    def __call__(self, conversations):
+        return [Reply(self.texts.pop(0)) for _ in conversations]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return load_environment("tictactoe", **SETTINGS)
+
+
+@pytest.mark.parametrize("side", ["first", "second"])
+def test_a_person_plays_the_envs_own_game_against_minimax(env, side):
+    assert isinstance(env, BoardGame)
+    game = new_game(Games(seed=3), env, "minimax", MinimaxPlayer(0.0, seed=0), side)
+    person_cells = []
+    while not game.done:
+        cell = game.open_cells()[-1]
+        person_move(game, str(cell))
+        person_cells.append(cell)
+    ep = game.episode
+    assert ep.state["outcome"] in ("win", "draw") and set(ep.values) == set(env.rubric.names)
+    # The same game is the env's own: its opponent forced to the person's moves replays to the same record.
+    record = {**ep.to_dict(), "spec": {**game.spec, "forced_replies": person_cells}}
+    assert replay_problems(env, record) == []
+    assert [t.who for t in game.turns].count("person") == len(person_cells)
+    assert game.person_mark == ("X" if side == "first" else "O")
+
+
+def test_bad_moves_and_invalid_replies(env):
+    game = new_game(Games(), env, "says", Says("hello", "<move>9</move>", "<move>4</move>"), "second")
+    # Two invalid replies, shown as such, then a move held for the person's answer.
+    assert [(t.raw, t.valid) for t in game.turns] == [
+        ("hello", False),
+        ("<move>9</move>", False),
+        ("<move>4</move>", True),
+    ]
+    assert game.episode.state["invalid"] == 2 and game.board()[4] != "."
+    for text, reason in [
+        ("nine", "bad move 'nine'"),
+        ("4", "cell 4 is not free"),
+        ("12", "cell 12 is not free"),
+    ]:
+        with pytest.raises(PlayError, match=reason):
+            person_move(game, text)
+    with pytest.raises(PlayError, match="no game 'x'"):
+        Games().get("x")
+    with pytest.raises(PlayError, match="choose 'first' or 'second'"):
+        new_game(Games(), env, "says", Says(), "middle")
+
+
+def test_the_policy_ending_the_game_on_its_move_ends_it(env):
+    game = new_game(
+        Games(), env, "says", Says("<move>0</move>", "<move>1</move>", "<move>2</move>"), "second"
+    )
+    person_move(game, "3")
+    person_move(game, "4")
+    assert game.done and game.episode.state["outcome"] == "win" and game.open_cells() == []
+    with pytest.raises(PlayError, match="over"):
+        person_move(game, "5")
+
+
+def test_any_env_by_typing_the_policys_turns():
+    env = load_environment("reverse_text", num_train=8, num_eval=4, num_test=4)
+    assert not isinstance(env, BoardGame)
+    game = new_game(Games(), env, "says", Says("from the policy"), "first")
+    assert not game.board_game
+    while not game.done:
+        typed_turn(game, "my reply")
+    assert game.turns[0].who == "person" and set(game.episode.values) == set(env.rubric.names)
+    with pytest.raises(PlayError, match="over"):
+        typed_turn(game, None)
+
+
+def test_the_episode_file_holds_every_game_with_its_cell(env, tmp_path):
+    config = EvaluateConfig(
+        policies={"random": "random"}, opponents=["random", "minimax-0"], games=3, baseline=None
+    )
+    result = run_matrix(config, env=env)
+    write_episodes(result, tmp_path / "episodes.jsonl.gz")
+    records = read_episodes(tmp_path / "episodes.jsonl.gz")
+    assert len(records) == sum(row["games"] for row in result.rows) == 12 * len(result.policies)
+    for row in result.rows:
+        cell = [
+            r
+            for r in records
+            if (r["policy"], r["opponent"], r["side"]) == (row["policy"], row["opponent"], row["side"])
+        ]
+        assert len(cell) == 3 and sum(r["values"]["win"] for r in cell) == round(row["win"] * 3)
+    with pytest.raises(FileNotFoundError, match="run the evaluate stage"):
+        read_episodes(tmp_path / "none.jsonl.gz")
+
+
+def test_a_folder_without_a_run_says_so(tmp_path):
+    run = RunFiles(tmp_path)
+    with pytest.raises(RunMissing, match="run the pipeline first"):
+        run.episodes()
+    assert run.versions() == [] and run.curves() == [] and run.lineage() == []
+
+
+def test_a_missing_run_is_a_message_on_each_page(tmp_path):
+    with serve_in_thread(create_app(tmp_path), api_path="", probe_path="/play") as url:
+        episodes = httpx.get(url + "/episodes", timeout=30)
+        curves = httpx.get(url + "/curves", timeout=30)
+        champion = httpx.post(url + "/play/new", data={"policy": "champion", "side": "first"}, timeout=30)
+    assert episodes.status_code == 404 and "run the pipeline first (`make run`)" in html.unescape(
+        episodes.text
+    )
+    assert curves.status_code == 404 and "no pipeline run in" in curves.text
+    assert champion.status_code == 400 and "no registered champion" in champion.text

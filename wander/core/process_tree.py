@@ -1,0 +1,219 @@
+"""Stop means stop: a process and everything it started end together, within seconds, whatever ends it.
+
+Four pieces, used by the pipeline flow, the stages and the servers they start:
+
+- `with stop_on_signals():` SIGTERM and SIGINT raise `Stopped` (a KeyboardInterrupt) in the main thread, so `with` blocks
+  unwind (servers stopped, MLflow runs ended KILLED), and arm `exit_after`: a stuck teardown cannot keep the process.
+- `start_group(cmd)` / `stop_group(proc)`: a child in a process group of its own, stopped as a whole (SIGTERM, a
+  grace period, SIGKILL), stragglers included.
+- `stop_when_gone(pid)`: a watch thread that stops this process when `pid` ends, even by SIGKILL, so a helper is
+  never orphaned. It opens a pidfd at once (no pid-reuse race, no polling) where Linux has it. `die_with_parent` is
+  the same for an exec'd program we cannot put a thread in (Linux PR_SET_PDEATHSIG; it fires when the *thread*
+  that started the child ends, so start such a child from a thread that outlives it).
+- `exit_after(seconds)`: the backstop (later calls may only bring it closer): kill every descendant and leave with `os._exit`, e.g. when an API the
+  teardown reports to is already gone and its client retries for minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+WATCH_PID_ENV = "WANDER_STOP_WITH_PID"
+"""A process id a stage watches (`stop_when_gone`): the flow exports its own, so a stage ends with the flow even
+when DVC, between them, is killed first or never passes a signal on."""
+_PR_SET_PDEATHSIG = 1
+_exit_armed = threading.Event()
+_exit_lock = threading.Lock()
+_exit_deadline = [0.0]  # monotonic time of the backstop's exit, once armed
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal arrived: unwind (releasing what was started), then exit with `exit_code` (128 + the signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by signal `signum`."""
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def stop_on_signals(grace: float = 10.0) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT raise `Stopped` in the main thread and arm `exit_after(grace)`; later
+    ones are ignored (the teardown under way must not be interrupted). The previous handlers come back after the
+    block; outside the main thread, where Python takes no signal handlers, it does nothing."""
+
+    def handler(signum: int, _frame: Any) -> None:
+        if _exit_armed.is_set():
+            return
+        exit_after(grace, 128 + signum)
+        raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, handler) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
+
+
+def exit_after(seconds: float, code: int = 128 + signal.SIGTERM) -> None:
+    """In `seconds`, SIGKILL every descendant and `os._exit(code)`, unless the process ended; a later call may
+    bring that moment closer, never put it off."""
+    with _exit_lock:
+        deadline = time.monotonic() + seconds
+        if _exit_armed.is_set():
+            _exit_deadline[0] = min(_exit_deadline[0], deadline)
+            return
+        _exit_deadline[0] = deadline
+        _exit_armed.set()
+
+    def backstop() -> None:
+        while (left := _exit_deadline[0] - time.monotonic()) > 0:
+            time.sleep(min(left, 0.1))
+        print("still running after the stop: killing what is left", file=sys.stderr, flush=True)
+        kill_descendants(os.getpid())
+        os._exit(code)
+
+    threading.Thread(target=backstop, name="exit-after", daemon=True).start()
+
+
+def start_group(cmd: Sequence[str], die_with_parent: bool = False, **popen: Any) -> subprocess.Popen:
+    """`subprocess.Popen(cmd, **popen)` as the leader of a new process group (and session): a terminal's Ctrl-C
+    reaches this process only, which then stops the group with `stop_group`."""
+    if die_with_parent and sys.platform == "linux":
+        popen["preexec_fn"] = _die_with_parent
+    return subprocess.Popen(list(cmd), start_new_session=True, **popen)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> int:
+    """Stop `proc`'s whole process group: SIGTERM, up to `grace` seconds for every member to end (not only the
+    leader: a stage unwinds after DVC, its parent, is gone), then SIGKILL to whatever is left (after a clean exit
+    too: stragglers); return the leader's exit code. Stop signals wait meanwhile."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while (proc.poll() is None or _group_alive(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signal_group(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+        settled = time.monotonic() + 1.0  # SIGKILL takes effect asynchronously; orphans are reaped by init
+        while _group_alive(proc.pid) and time.monotonic() < settled:
+            time.sleep(0.02)
+        return code
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send `sig` to process group `pgid`, if any process of it is left."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop_when_gone(pid: int | None = None, grace: float = 5.0) -> threading.Thread:
+    """Watch `pid` (default: the parent) from a daemon thread; when it ends, SIGTERM this process (its own stop
+    handling runs), and `grace` seconds later kill its descendants and `os._exit`."""
+    parent = pid is None
+    pid = os.getppid() if pid is None else pid
+    fd = _pidfd(pid)
+    if parent and os.getppid() != pid:  # it ended before the pidfd was open
+        fd = _pidfd(-1)
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])  # readable once the process has ended
+            os.close(fd)
+        else:
+            while (os.getppid() == pid) if parent else alive(pid):
+                time.sleep(0.25)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        kill_descendants(os.getpid())
+        os._exit(128 + signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name=f"stop-when-{pid}-ends", daemon=True)
+    thread.start()
+    return thread
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        if pid < 0:
+            raise ProcessLookupError(pid)
+        return os.pidfd_open(pid)  # Linux >= 5.3
+    except ProcessLookupError:
+        return os.open(os.devnull, os.O_RDONLY)  # already gone: "readable" at once
+    except (AttributeError, OSError):
+        return None
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (a zombie, ended but not yet reaped, is not alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below `pid` (children, theirs, ...), read from /proc; empty where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(children.get(child, []))
+    return found
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every descendant of `pid`."""
+    for child in descendants(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child, signal.SIGKILL)

@@ -1,0 +1,160 @@
+"""The Play view: start a game against any policy, play it on the board (or type the policy's turns), see every raw
+reply and, at the end, the rubric's scores."""
+
+from __future__ import annotations
+
+from html import escape
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from wander.ui.pages import board, fmt, messages, page, table
+from wander.ui.play import Game, PlayError, new_game, person_move, typed_turn
+
+router = APIRouter()
+SCRIPTED = ("minimax", "random", "teacher", "expert-0.25")
+
+
+def _state(request: Request):
+    return request.app.state.ui
+
+
+@router.get("/play", response_class=HTMLResponse)
+def play_home(request: Request) -> HTMLResponse:
+    """The new-game form."""
+    return HTMLResponse(page("Play", new_game_form(_state(request)), here="/play"))
+
+
+def new_game_form(ui, policy: str = "champion", env_name: str | None = None) -> str:
+    """The form that starts a game: policy, environment and side."""
+    names = ["champion", *(name for name, _ in ui.run.lineage()), *SCRIPTED]
+    options = "".join(f'<option value="{escape(n)}">' for n in names)
+    env_name = env_name or ui.run.env_kwargs()["name"]
+    return (
+        '<form method="post" action="/play/new" id="new-game">'
+        f'<p><label>Policy <input name="policy" value="{escape(policy)}" list="policies" size="40"></label> '
+        "(the registered champion, a lineage name, a model folder, a scripted player or an OpenAI-compatible URL)"
+        f'<datalist id="policies">{options}</datalist></p>'
+        f'<p><label>Environment <input name="env" value="{escape(env_name)}" size="20"></label> '
+        "(the run's own by default)</p>"
+        '<p>You play: <label><input type="radio" name="side" value="first" checked> first</label> '
+        '<label><input type="radio" name="side" value="second"> second</label> '
+        "(board games; in other environments you type the policy's turns or let it play them)</p>"
+        '<p><button type="submit" id="start">Start a game</button></p></form>'
+    )
+
+
+@router.post("/play/new", response_model=None)
+def play_new(
+    request: Request, policy: str = Form("champion"), env: str = Form(""), side: str = Form("first")
+) -> HTMLResponse | RedirectResponse:
+    """Start a game; a policy or env that cannot be loaded is shown on the form."""
+    ui = _state(request)
+    try:
+        environment = ui.environment(env.strip() or None)
+        loaded = ui.policy(policy.strip(), environment)
+        game = new_game(ui.games, environment, policy.strip(), loaded, side)
+    except (PlayError, ValueError, OSError) as exc:
+        form = new_game_form(ui, policy, env or None)
+        return HTMLResponse(page("Play", form, here="/play", error=str(exc)), status_code=400)
+    return RedirectResponse(f"/play/{game.id}", status_code=303)
+
+
+@router.get("/play/{game_id}", response_class=HTMLResponse)
+def play_game(request: Request, game_id: str) -> HTMLResponse:
+    """A game: its board (or conversation), the policy's raw replies and, once over, the scores."""
+    try:
+        game = _state(request).games.get(game_id)
+    except PlayError as exc:
+        return HTMLResponse(page("Play", "", here="/play", error=str(exc)), status_code=404)
+    return HTMLResponse(game_page(game))
+
+
+@router.post("/play/{game_id}/move", response_class=HTMLResponse)
+def play_move(request: Request, game_id: str, cell: str = Form("")) -> HTMLResponse:
+    """The person's move on a board game."""
+    return _act(request, game_id, lambda game: person_move(game, cell))
+
+
+@router.post("/play/{game_id}/turn", response_class=HTMLResponse)
+def play_turn(
+    request: Request, game_id: str, text: str = Form(""), who: str = Form("person")
+) -> HTMLResponse:
+    """Any env: the person's text as the policy's turn (`who=person`) or the policy's own (`who=policy`)."""
+    if who == "person" and not text.strip():
+        return _act(request, game_id, lambda game: _refuse("type the turn's text, or let the policy play it"))
+    return _act(request, game_id, lambda game: typed_turn(game, None if who == "policy" else text))
+
+
+def _refuse(message: str) -> None:
+    raise PlayError(message)
+
+
+def _act(request: Request, game_id: str, action) -> HTMLResponse:
+    try:
+        game = _state(request).games.get(game_id)
+    except PlayError as exc:
+        return HTMLResponse(page("Play", "", here="/play", error=str(exc)), status_code=404)
+    try:
+        action(game)
+    except PlayError as exc:
+        return HTMLResponse(game_page(game, error=str(exc)), status_code=400)
+    return HTMLResponse(game_page(game))
+
+
+def game_page(game: Game, error: str | None = None) -> str:
+    """The page of one game."""
+    title = f"{game.env.name}: you against {game.policy_name}"
+    if game.board_game:
+        side = f"<p>You play <b id='person-mark'>{escape(str(game.person_mark))}</b>.</p>"
+        left = side + board(game.board(), game.open_cells(), f"/play/{game.id}/move")
+        if not game.done:
+            left += (
+                f'<form method="post" action="/play/{game.id}/move"><label>or type a cell '
+                '<input name="cell" size="4" id="cell-text"></label> <button type="submit">Play</button></form>'
+            )
+    else:
+        left = messages(game.episode.messages if game.episode else [])
+        if not game.done:
+            left += (
+                f'<form method="post" action="/play/{game.id}/turn"><p><label>The policy\'s turn<br>'
+                '<textarea name="text" rows="3" cols="60" id="turn-text"></textarea></label></p>'
+                '<p><button name="who" value="person" type="submit">Play this turn</button> '
+                f'<button name="who" value="policy" type="submit">Let {escape(game.policy_name)} play it</button>'
+                "</p></form>"
+            )
+    replies = table(
+        ["who", "raw reply", "taken as"],
+        (
+            [
+                escape(t.who),
+                f"<pre>{escape(t.raw)}</pre>",
+                '<span class="valid">move</span>'
+                if t.valid
+                else '<span class="invalid">invalid reply: the env counted it and asked again</span>',
+            ]
+            for t in game.turns
+        ),
+        raw=True,
+    )
+    right = f"<h2>Replies</h2><div id='replies'>{replies}</div>"
+    body = f'<div class="side"><div>{left}</div><div>{right}</div></div>{_result(game)}'
+    if game.board_game and game.episode is not None:
+        body += f"<details><summary>The conversation the policy played</summary>{messages(game.episode.messages)}</details>"
+    body += '<p><a href="/play">New game</a></p>'
+    return page(title, body, here="/play", error=error)
+
+
+def _result(game: Game) -> str:
+    if not game.done:
+        return ""
+    ep = game.episode
+    assert ep is not None
+    outcome = ep.state.get("outcome")
+    headline = (
+        f"Game over{f': the policy’s {escape(str(outcome))}' if outcome else ''}. Reward {fmt(ep.reward)}."
+    )
+    scores = table(["rubric function", "value"], sorted(ep.values.items()))
+    return f'<h2 id="game-over">{headline}</h2>{scores}' + (
+        f"<p class=notice>{escape(ep.error)}</p>" if ep.error else ""
+    )

@@ -80,12 +80,16 @@ def test_sft_and_grpo_read_the_env_prompt_through_the_models_template(project: P
     )
     learned = [t for t, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m]
     assert tokenizer.decode(learned) == row["messages"][-1]["content"] + "<|im_end|>"
-    # A GRPO decision prompt: the env's own system prompt (SmolLM2's default one is not inserted), the position.
+    # A GRPO decision prompt: the `board` rendering writes no system prompt, so SmolLM2's template puts its default
+    # one first; then the position (free cells as digits) and the model's mark, then the assistant's turn.
     params = read_params(project / "params.yaml")
     env = load_environment(**{"name": "tictactoe", **params["env"]["tictactoe"]})
     episode = env.start(env.get_dataset("eval")[0])
     prompt = tokenizer.decode(render_ids(tokenizer, env.observation(episode), True))
-    assert prompt.startswith("<|im_start|>system\nTic-tac-toe, cells 0-8") and "SmolLM" not in prompt
+    assert prompt.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
+    assert re.search(r"<\|im_start\|>user\n[XO0-8]{3}/[XO0-8]{3}/[XO0-8]{3}\n[XO]<\|im_end\|>", prompt), (
+        prompt
+    )
     assert prompt.endswith("<|im_start|>assistant\n")
     assert len(render_ids(tokenizer, env.observation(episode), True)) < 80
     env.advance(episode, Reply("<move>4</move>"))  # the chat model's reply is read as the env's move

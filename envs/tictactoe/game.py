@@ -83,7 +83,11 @@ class TicTacToeGame(Environment):
             dataset=None,
             rubric=rubric,
             parser=parser,
-            system_prompt=SYSTEM_PROMPTS[config.rendering, config.reply_format],
+            system_prompt=(
+                SYSTEM_PROMPTS[config.rendering, config.reply_format]
+                if config.system_prompt is None
+                else config.system_prompt
+            ),
             max_turns=config.max_turns,
             name="tictactoe",
         )

@@ -25,6 +25,10 @@ class TicTacToeConfig:
     """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny
     models) or "think" (`<think>reason</think><move>N</move>`, for chat models that reason first)."""
 
+    system_prompt: str | None = None
+    """The system message; None = the rendering's own (board has none, so a chat model's template inserts its
+    default: SmolLM2's costs 16 tokens a decision, a short task line ~5)."""
+
     history: str = "current"
     """What the model reads each turn: "full" (the whole game so far) or "current" (the system prompt and the
     latest user message alone: the current board, the opponent's last move or why the last reply was invalid)."""

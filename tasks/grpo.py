@@ -14,9 +14,10 @@ from pathlib import Path
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.fingerprint import fingerprint
 from tasks.plumbing.sections import Params
-from tasks.plumbing.tracking import set_tags, write_metrics
+from tasks.plumbing.tracking import log_params, set_tags, write_metrics
 from tasks.sft import trainer_args
 from wander.core.atomic_io import atomic_dir, write_json
+from wander.core.suite import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def run(params: Params, stage: str) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from wander import load_environment
-    from wander.training import RolloutConfig, train_resumable, trainer_spec
+    from wander.training import train_resumable, trainer_spec
     from wander.training.curriculum import Curriculum
     from wander.training.learning_curve import LearningCurveCallback
     from wander.training.lora import lora_config, save_trained
@@ -48,6 +49,13 @@ def run(params: Params, stage: str) -> dict:
     env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
     # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
     batch, group = stages[stage].batch_size, stages[stage].num_generations or config.num_generations
+    rollout = config.rollout()
+    # A null budget is the env's, resolved where the env is built and logged beside the null the params say; the
+    # trainer, the curve and the resume fingerprint see the number.
+    curve_tokens = reply_budget(env, config.max_completion_length)
+    budget = rollout.completion_budget(env, config.max_completion_length)
+    config = config.model_copy(update={"max_completion_length": budget})
+    log_params({"resolved/grpo/max_completion_length": budget})
     env = episode_env(params.env, env, live=batch + batch // group)
     args = trainer_args(GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1)
     index = list(stages).index(stage)
@@ -56,20 +64,18 @@ def run(params: Params, stage: str) -> dict:
     spec = trainer_spec(
         GRPOTrainer,
         args=args,
-        rollout=RolloutConfig(play_on=config.play_on, explore=config.explore),
+        rollout=rollout,
         peft_config=lora_config(config.lora),
     )
     trainer = curriculum.trainer(env, spec, index, model=str(start_model))
     if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
         curve_env = load_environment(**params.env.kwargs())
-        curve = (
-            LearningCurveCallback(  # greedy replies as long as the rollouts' completions: never cut shorter
-                curve_env,
-                trainer,
-                config.curve_every,
-                max_new_tokens=config.max_completion_length,
-                keep_best=config.keep_best,
-            )
+        curve = LearningCurveCallback(  # greedy replies as long as a rollout's model turns: never cut shorter
+            curve_env,
+            trainer,
+            config.curve_every,
+            max_new_tokens=curve_tokens,
+            keep_best=config.keep_best,
         )
         trainer.add_callback(curve)
     # The env and the episode specs decide the episodes too; where they are played does not (they are the same).

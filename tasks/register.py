@@ -22,9 +22,10 @@ import yaml
 
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
-from tasks.plumbing.tracking import write_metrics
+from tasks.plumbing.tracking import log_params, write_metrics
 from wander import Environment, load_environment
 from wander.core.evaluation_suite import Metric
+from wander.core.suite import reply_budget
 from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, conclusion, is_better
 from wander.eval.matrix import run_matrix
@@ -104,10 +105,13 @@ def decide(
     """Promote when no reference (start model, baseline) is better in any column and the champion is beaten, on
     one metric of the env's suite (its direction says which way is better)."""
     for reference, rows in (references or {}).items():
-        found = compare(rows, candidate, metric)
-        if WORSE in (c["verdict"] for c in found):
-            worse = [f"{c['opponent']} ({c['side']})" for c in found if c["verdict"] == WORSE]
-            return False, f"{name} is worse than {reference} on {metric.name} in {', '.join(worse)}"
+        *columns, pooled = compare(rows, candidate, metric)  # compare's last entry pools every column
+        worse = [f"{c['opponent']} ({c['side']})" for c in columns if c["verdict"] == WORSE]
+        if worse or pooled["verdict"] == WORSE:
+            return False, (
+                f"{name} is worse than {reference} on {metric.name} in {', '.join(worse) or 'all columns pooled'}: "
+                f"{pooled['b']:.3f} against {pooled['a']:.3f} over all columns ({pooled['b'] - pooled['a']:+.3f})"
+            )
     if champion is None:
         return True, "first registered version" + (
             f", no worse than {', '.join(references)}" if references else ""
@@ -138,6 +142,9 @@ def run(params: Params) -> dict:
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
     env = load_environment(**params.env.kwargs())
+    # A null reply budget is the env's, resolved where the env is built and logged beside the null the params say.
+    config = config.model_copy(update={"max_new_tokens": reply_budget(env, config.max_new_tokens)})
+    log_params({"resolved/register/max_new_tokens": config.max_new_tokens})
     suite = env.evaluation_suite()
     metric = suite.comparable(config.metric or suite.headline)
     hashes = dvc_hashes(config.lock_file)

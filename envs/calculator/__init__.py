@@ -16,6 +16,7 @@ from wander.core.parser import XMLParser, last_assistant_content, parse_integer
 from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.suite import FRAME_TOKENS, text_tokens
 from wander.core.tool_env import ToolEnv
 
 SYSTEM_PROMPT = (
@@ -36,6 +37,9 @@ STEP_PATTERN = re.compile(
 )
 START_PATTERN = re.compile(r"^(\w+) has (\d+) \w+s\. ")
 LIMIT = 10**12  # a calculator's display: results beyond it are an error, never a 5,000-digit number
+# The longest JSON of a number the tools return or take: a float's shortest repr has at most 17 significant digits,
+# with a sign, a point and an exponent (`-1.2345678901234567e-100`).
+NUMBER = "-1.2345678901234567e-100"
 
 
 def _operand(value: object) -> int | float:
@@ -223,6 +227,18 @@ class CalculatorEnv(SeededSplits, ToolEnv):
             name="calculator",
         )
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
+
+    def reply_tokens(self) -> int:
+        """The teacher's longest possible reply: a call of the longest-named tool on two of the longest numbers (a
+        misread operand makes floats), or an answer, for any tokenizer."""
+        call = max((tool_call(name, 0, 0) for name in TOOLS), key=len).replace("0", NUMBER)
+        return text_tokens(max(call, f"<answer>{NUMBER}</answer>", key=len))
+
+    def completion_tokens(self) -> int:
+        """The teacher's longest episode: a call per operation of the hardest stratum and the answer, each at the
+        reply budget, and between turns a number (a tool's result) in its chat template frame."""
+        turns = min(self.max_turns, self.num_groups + 1)
+        return turns * self.reply_tokens() + (turns - 1) * (text_tokens(NUMBER) + FRAME_TOKENS)
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
         """The problem of a seed in a stratum and its answer."""

@@ -16,6 +16,7 @@ from wander.core.parser import XMLParser, last_assistant_content, parse_integer
 from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.suite import text_tokens
 
 SYSTEM_PROMPT = (
     "Answer the arithmetic question with a whole number inside <answer></answer>. When asked to double-check, "
@@ -35,6 +36,13 @@ def make_question(seed: int, stratum: int) -> str:
     for _ in range(stratum + 1):
         terms += [rng.choice(symbols), str(rng.randint(2, 20 * (stratum + 1)))]
     return " ".join(terms)
+
+
+def largest_value(num_groups: int) -> int:
+    """A bound on the magnitude of any value `make_question` asks in `num_groups` strata: every operand of the
+    hardest stratum at its largest, all multiplied (sums and differences stay below)."""
+    stratum = num_groups - 1
+    return (20 * (stratum + 1)) ** (stratum + 2)
 
 
 def evaluate_expression(expression: str) -> int:
@@ -139,6 +147,11 @@ class DoubleCheckEnv(SeededSplits, Environment):
             rubric=rubric, parser=parser, system_prompt=SYSTEM_PROMPT, max_turns=2, name="double_check"
         )
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
+
+    def reply_tokens(self) -> int:
+        """An answer with the most digits any question can need (signed, a slip of 10 included), for any
+        tokenizer."""
+        return text_tokens(f"<answer>-{largest_value(self.num_groups) + 10}</answer>")
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
         """The question of a seed in a stratum and its value (the rubric's `answer`)."""

@@ -12,6 +12,7 @@ from wander.core.parser import XMLParser
 from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.suite import text_tokens
 
 SYSTEM_PROMPT = "Reverse the text character by character. Answer inside <reversed_text></reversed_text>."
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "po", "de", "gu", "fe", "zo", "ba", "xi", "qu")
@@ -22,6 +23,13 @@ def make_text(seed: int, stratum: int) -> str:
     rng = random.Random(f"reverse_text:{seed}")
     words = rng.randint(2 * stratum + 1, 2 * stratum + 2)
     return " ".join("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(words))
+
+
+def longest_text(num_groups: int) -> int:
+    """The most characters `make_text` writes in any of `num_groups` strata: the most words, each of the most
+    syllables of the longest syllable, one space apart."""
+    words, syllable = 2 * (num_groups - 1) + 2, max(len(s) for s in SYLLABLES)
+    return words * 3 * syllable + words - 1
 
 
 def lcs_length(a: str, b: str) -> int:
@@ -87,6 +95,10 @@ class ReverseTextEnv(SeededSplits, SingleTurnEnv):
         rubric.add(parser.format_reward, 0.0, name="format")
         super().__init__(rubric=rubric, parser=parser, system_prompt=SYSTEM_PROMPT, name="reverse_text")
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
+
+    def reply_tokens(self) -> int:
+        """The reversal of the longest text any split can hold, in its tags, for any tokenizer (texts are ASCII)."""
+        return text_tokens(f"<reversed_text>{'x' * longest_text(self.num_groups)}</reversed_text>")
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
         """The text of a seed in a stratum."""

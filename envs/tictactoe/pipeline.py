@@ -4,16 +4,18 @@ augmentation by the board's symmetries (decision branching is in env.py)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from envs.tictactoe.board import LEGAL_MOVES, STATES, is_over
 from envs.tictactoe.exact import Memoized, exact_both_sides
 from envs.tictactoe.exploit import best_response, worst_case_lines
-from envs.tictactoe.players import ExpertPlayer, opponent_skill, scripted_player
-from envs.tictactoe.render import parse_board
+from envs.tictactoe.players import ExpertPlayer, opponent_skill, rationale, scripted_player
+from envs.tictactoe.render import parse_board, reply_text
 from envs.tictactoe.suite import SUITE
 from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_SKILL
@@ -21,9 +23,24 @@ from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Policy
-from wander.core.suite import PipelineHooks, SpecChecks
+from wander.core.suite import PipelineHooks, SpecChecks, text_tokens
 
 SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
+
+
+@functools.cache
+def longest_reply(reply_format: str) -> str:
+    """The teacher's longest reply in `reply_format`, over every legal move of every live position."""
+    think = reply_format == "think"
+    return max(
+        (
+            reply_text(c, rationale(b, c) if think else None)
+            for b in STATES
+            if not is_over(b)
+            for c in LEGAL_MOVES[b]
+        ),
+        key=len,
+    )
 
 
 class TicTacToePipeline(PipelineHooks):
@@ -42,6 +59,11 @@ class TicTacToePipeline(PipelineHooks):
         ("move_optimality", "optimal moves"),
     )
     """ExactEvaluation: the report's table of exact results."""
+
+    def reply_tokens(self) -> int:
+        """The teacher's longest reply in the configured format, for any tokenizer: 16 for `<move>N</move>`, more
+        for a `<think>` rationale first."""
+        return text_tokens(longest_reply(self.config.reply_format))
 
     def evaluation_suite(self) -> EvaluationSuite:
         """Opponents (weakest first) x who moves first; outcomes as rates, headline the non-loss rate."""

@@ -15,12 +15,13 @@ import json
 from collections.abc import Iterator
 
 from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, sentence, verify
-from envs.workplace_assistant.teacher import WorkplaceTeacher
+from envs.workplace_assistant.teacher import WorkplaceTeacher, longest_reply, longest_result
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Message, Policy
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
+from wander.core.suite import FRAME_TOKENS, text_tokens
 from wander.core.tool_env import TOOL_CALL, ToolEnv
 
 SYSTEM_PROMPT = (
@@ -131,6 +132,17 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": spec["request"]},
         ]
+
+    def reply_tokens(self) -> int:
+        """The teacher's longest possible reply (a tool call with the longest values), for any tokenizer."""
+        return text_tokens(longest_reply())
+
+    def completion_tokens(self) -> int:
+        """The teacher's longest episode: the calls of the hardest stratum, one more when a slip repeats an action,
+        and the closing reply, each at the reply budget; between turns the longest tool result in its chat
+        template frame."""
+        turns = min(self.max_turns, self.num_groups + 2)
+        return turns * self.reply_tokens() + (turns - 1) * (text_tokens(longest_result()) + FRAME_TOKENS)
 
     def call_tool(self, raw: str, state: dict) -> str:
         """Run one tool call on this episode's workspace."""

@@ -10,7 +10,7 @@ import random
 import re
 from collections.abc import Generator
 
-from envs.workplace_assistant.workspace import FIRST
+from envs.workplace_assistant.workspace import BODIES, DAYS, FIRST, LAST, TIMES, TOPICS, contact_address
 from wander.core.policy import Conversation, Reply, UnplayableRequest
 
 # The sentences of `goals.sentence`; a sentence ends at a period followed by the next one or by the end (email
@@ -168,3 +168,42 @@ class WorkplaceTeacher:
         except StopIteration:
             return DONE
         return tool_call(*call)
+
+
+# The most a workspace holds (`make_workspace`): events, inbox emails, attendees of one event; ids stay below 1000.
+MOST_EVENTS, MOST_EMAILS, MOST_ATTENDEES, LONGEST_ID = 6, 7, 3, 999
+
+
+def _longest(words: tuple[str, ...]) -> str:
+    return max(words, key=len)
+
+
+def longest_reply() -> str:
+    """A reply at least as long as any of this teacher's: each of its calls with the vocabulary's longest values."""
+    address = max((contact_address(f, last) for f in FIRST for last in LAST), key=len)
+    name, topic, body = f"{_longest(FIRST)} {_longest(LAST)}", _longest(TOPICS), _longest(BODIES)
+    event = {"title": topic, "day": _longest(DAYS), "time": TIMES[0], "attendees": [address] * MOST_ATTENDEES}
+    calls = [
+        ("find_contact", {"name": name}),
+        ("search_emails", {"query": topic}),
+        ("list_events", {"day": _longest(DAYS)}),
+        ("send_email", {"to": address, "subject": topic, "body": body}),
+        ("create_event", event),
+        ("forward_email", {"email_id": LONGEST_ID, "to": address}),
+        ("reply_email", {"email_id": LONGEST_ID, "body": body}),
+        ("delete_email", {"email_id": LONGEST_ID}),
+        ("delete_event", {"event_id": LONGEST_ID}),
+    ]
+    return max([DONE, *(tool_call(n, a) for n, a in calls)], key=len)
+
+
+def longest_result() -> str:
+    """A tool result at least as long as any the teacher's calls get: a whole calendar on one day, or a whole inbox
+    found by one search (the lookups), else an action's confirmation."""
+    address = max((contact_address(f, last) for f in FIRST for last in LAST), key=len)
+    topic = _longest(TOPICS)
+    event = {"id": LONGEST_ID, "title": topic, "day": _longest(DAYS), "time": TIMES[0]}
+    events = [{**event, "attendees": [address] * MOST_ATTENDEES}] * MOST_EVENTS
+    emails = [{"id": LONGEST_ID, "sender": address, "subject": f"Fwd: {topic}"}] * MOST_EMAILS
+    sent = f"Sent email {LONGEST_ID} to {address}."
+    return max([json.dumps(events), json.dumps(emails), sent], key=len)

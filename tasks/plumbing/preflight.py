@@ -15,9 +15,9 @@ import sys
 
 from tasks.plumbing.params import load_params
 from tasks.plumbing.sections import Params
-from wander import load_environment
+from wander import Environment, load_environment
+from wander.core.suite import reply_budget
 from wander.training.grpo import rollout_func
-from wander.training.rollout_config import RolloutConfig
 
 
 class PreflightError(ValueError):
@@ -37,10 +37,42 @@ def problems(params: Params) -> list[str]:
         found.append(f"evaluate.games / evaluate.opponents: {exc}")
     grpo = params.grpo
     try:  # the rollout GRPO will build: decision rollouts check play_on and explore against the env
-        rollout_func(env, RolloutConfig(play_on=grpo.play_on, explore=grpo.explore))
+        rollout_func(env, grpo.rollout())
     except ValueError as exc:  # MissingCapability included
         found.append(f"grpo.play_on / grpo.explore: {exc}")
+    budgets = reply_budgets(params, env)
+    evaluated, replayed = budgets["evaluate.max_new_tokens"], budgets["register.max_new_tokens"]
+    if evaluated != replayed:  # the champion must answer the candidate's suite with the candidate's budget
+        found.append(
+            f"register.max_new_tokens: replays the champion with {replayed} tokens per reply where evaluate gives "
+            f"the candidate {evaluated}; set both null (the env's reply budget) or to one number"
+        )
     return found
+
+
+def reply_budgets(params: Params, env: Environment) -> dict[str, int]:
+    """The three reply budgets in tokens as the stages resolve them with `env` (null = the env's), by params key."""
+    return {
+        "grpo.max_completion_length": params.grpo.rollout().completion_budget(
+            env, params.grpo.max_completion_length
+        ),
+        "evaluate.max_new_tokens": reply_budget(env, params.evaluate.max_new_tokens),
+        "register.max_new_tokens": reply_budget(env, params.register.max_new_tokens),
+    }
+
+
+def budget_line(params: Params, env: Environment) -> str:
+    """One line saying the reply budgets and which of them are the env's."""
+    budgets = reply_budgets(params, env)
+    given = {
+        "grpo.max_completion_length": params.grpo.max_completion_length,
+        "evaluate.max_new_tokens": params.evaluate.max_new_tokens,
+        "register.max_new_tokens": params.register.max_new_tokens,
+    }
+    parts = [
+        f"{key} {tokens}" + (" (set)" if given[key] is not None else "") for key, tokens in budgets.items()
+    ]
+    return f"reply budget (tokens; null = env {params.env.name}'s): " + ", ".join(parts)
 
 
 def preflight(params: Params) -> None:
@@ -61,12 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--profile", default=None)
     args = parser.parse_args(argv)
+    params = load_params(args.params, profile=args.profile)
     try:
-        preflight(load_params(args.params, profile=args.profile))
+        preflight(params)
     except PreflightError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(f"{args.params}: ready to run")
+    env = load_environment(**params.env.kwargs(), **params.generate.env_settings())
+    print(f"{args.params}: ready to run; {budget_line(params, env)}")
     return 0
 
 

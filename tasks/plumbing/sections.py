@@ -377,8 +377,10 @@ class GRPO(Section):
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
-    max_completion_length: int = Field(16, ge=1)
-    """Tokens per model turn."""
+    max_completion_length: int | None = Field(None, ge=1)
+    """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
+    included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/suite.py),
+    resolved by the stage and printed in the run summary."""
     logging_steps: int = Field(10, ge=1)
     """Steps between logged metrics (to MLflow)."""
     save_steps: int = Field(50, ge=1)
@@ -391,6 +393,10 @@ class GRPO(Section):
     """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
     `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
     saves: the next stage, vLLM and the registry load a plain model."""
+
+    def rollout(self) -> RolloutConfig:
+        """The rollout settings the stages train with."""
+        return RolloutConfig(play_on=self.play_on, explore=self.explore)
 
     @model_validator(mode="before")
     @classmethod
@@ -438,8 +444,9 @@ class Register(Section):
     metric: str | None = None
     """Metric compared between candidate and champion per matrix column (95% intervals); null = the env's
     headline metric (tic-tac-toe: non_loss)."""
-    max_new_tokens: int = Field(EvaluateConfig.model_fields["max_new_tokens"].default, ge=1)
-    """Tokens per reply when the champion is replayed; keep it equal to evaluate's."""
+    max_new_tokens: int | None = Field(EvaluateConfig.model_fields["max_new_tokens"].default, ge=1)
+    """Tokens per reply when the champion is replayed; null = the env's reply budget, as evaluate's (the preflight
+    refuses two different budgets)."""
     lock_file: str = "dvc.lock"
     """Where DVC records output hashes (read for the lineage tags)."""
 

@@ -200,6 +200,16 @@ def log_dict(data: object, artifact_file: str) -> bool:
     return True
 
 
+def log_params(params: Mapping[str, Any]) -> bool:
+    """Log params on the active run (e.g. what a null setting resolved to); True if it logged."""
+    if _active() is None:
+        return False
+    import mlflow
+
+    mlflow.log_params(loggable(params))
+    return True
+
+
 def set_tags(tags: Mapping[str, Any]) -> bool:
     """Set tags on the active run (e.g. data lineage); True if it logged."""
     if _active() is None:

@@ -159,7 +159,11 @@ def test_env_name_alone_switches_the_environment(params: dict) -> None:
     )
     assert stage.env_kwargs == {} and stage.max_steps == params["grpo"]["stages"]["wide"]["max_steps"]
     tictactoe = loaded.grpo.stages["wide"].curriculum_stage("tictactoe", loaded.grpo.env["tictactoe"])
-    assert tictactoe.env_kwargs == {"invalid_penalty": -0.5, "random_move_prob": [0.0, 1.0]}
+    assert tictactoe.env_kwargs == {
+        "invalid_penalty": -0.5,
+        "value_loss_penalty": 0.0,
+        "random_move_prob": [0.0, 1.0],
+    }
     # Rows the env adds: its references after the policies (tic-tac-toe: minimax and random).
     evaluate = loaded.evaluate
     assert list(evaluate.rows(["expert"]))[-2:] == ["teacher", "expert"]

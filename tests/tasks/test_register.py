@@ -1,5 +1,6 @@
 """The register stage: lineage tags, and the champion alias moves only for a better model."""
 
+import json
 from pathlib import Path
 
 import mlflow
@@ -7,7 +8,7 @@ import pytest
 
 from tasks.evaluate import run as evaluate
 from tasks.plumbing import tracking
-from tasks.plumbing.sections import Evaluate, Params, Register
+from tasks.plumbing.sections import Env, Evaluate, Params, Register
 from tasks.register import decide, run
 from wander import load_environment
 from wander.eval.matrix import run_matrix
@@ -122,3 +123,79 @@ def test_the_gate_judges_a_lower_is_better_metric_of_a_rubric_env_that_way():
     promoted, reason = decide(None, messy, side_effects, "messy", {"teacher": clean})
     assert promoted is False and reason.startswith("messy is worse than teacher on side_effects in")
     assert decide(messy, clean, side_effects, "clean")[0] is True  # fewer side effects beat the champion
+
+
+# A rubric env's gate on a real evaluation: an untrained scratch model scores no correct final answer where the
+# double_check teacher (30% first slips, half of them caught) scores ~0.85, so 10 games per cell separate them.
+RUBRIC_ENV = Env(name="double_check")
+
+
+@pytest.fixture
+def rubric_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A double_check project whose matrix holds an untrained model `grpo` and the env's teacher."""
+    monkeypatch.chdir(tmp_path)
+    build_scratch_model(load_environment("double_check").corpus(), tmp_path / "data/models/grpo", TINY)
+    evaluate(
+        Params(
+            env=RUBRIC_ENV,
+            evaluate=Evaluate(
+                policies={"grpo": "data/models/grpo", "teacher": "teacher"},
+                references=[],
+                games=10,
+                max_new_tokens=8,
+                out_dir="data/eval",
+                progress=False,
+            ),
+        )
+    )
+    return tmp_path
+
+
+def register_grpo(root: Path, baseline: str | None) -> dict:
+    """Register the rubric project's `grpo` row with the teacher gate on (`baseline="teacher"`) or off."""
+    config = Params(
+        env=RUBRIC_ENV,
+        register=Register(
+            lineage={"grpo": "data/models/grpo"},
+            candidate="grpo",
+            datasets=[],
+            max_new_tokens=8,
+            baseline=baseline,
+        ),
+    )
+    with tracking.stage_run("register", root=root):
+        return run(config)
+
+
+def headline_all(root: Path, policy: str) -> float:
+    """The evaluate stage's pooled headline (`reward`, every stratum and split) of one matrix row."""
+    return json.loads((root / "data/eval/metrics.json").read_text())[policy]["reward"]["all"]
+
+
+def test_the_gate_refuses_a_rubric_env_candidate_worse_than_its_teacher(rubric_project: Path):
+    teacher = headline_all(rubric_project, "teacher")
+    first = register_grpo(rubric_project, "teacher")
+    # Clearly worse in the real matrix; registered as version 1, yet no champion: no alias at all.
+    assert 0.6 < teacher < 1.0 and first["candidate_reward"] < teacher - 0.5
+    assert first["promoted"] is False and first["version"] == 1
+    assert first["reason"].startswith("grpo is worse than teacher on reward in ")
+    assert "stratum-0 (eval)" in first["reason"]
+    client = mlflow.MlflowClient()
+    with pytest.raises(mlflow.exceptions.MlflowException):
+        client.get_model_version_by_alias("wander-double_check", "champion")
+
+    # Without the teacher gate the same model becomes the first champion; with it again, the alias stays there.
+    assert register_grpo(rubric_project, None)["promoted"] is True
+    third = register_grpo(rubric_project, "teacher")
+    assert third["promoted"] is False and third["reason"].startswith("grpo is worse than teacher on reward")
+    assert int(client.get_model_version_by_alias("wander-double_check", "champion").version) == 2
+    tags = client.get_model_version("wander-double_check", "3").tags
+    assert tags["wander.promoted"] == "false" and tags["wander.promotion_reason"] == third["reason"]
+
+
+def test_the_gate_says_by_how_much_a_candidate_is_worse_than_its_teacher(rubric_project: Path):
+    # Issue 31: "a champion that is worse than its teacher is not promoted, and the summary says by how much".
+    # The run summary prints register's reason, so the reason carries both pooled headline values.
+    reason = register_grpo(rubric_project, "teacher")["reason"]
+    candidate, teacher = headline_all(rubric_project, "grpo"), headline_all(rubric_project, "teacher")
+    assert f"{candidate:.3f}" in reason and f"{teacher:.3f}" in reason, reason

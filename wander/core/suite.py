@@ -5,17 +5,36 @@ the evaluation suite (`evaluation_suite()`, data: wander/core/evaluation_suite.p
 the eval and test splits, scored by the rubric's means with 95% intervals. A game against opponents (tic-tac-toe)
 returns its opponent matrix instead. Powers only some envs have (exact evaluation, worst case, decision branching,
 augmentation) are not hooks here: they are protocols an env opts into (wander/core/capabilities.py).
+
+Reply budgets: `reply_tokens()` is the most tokens one model turn needs, `completion_tokens()` the most a whole
+episode's completion needs where one cap covers every turn (TRL's tool-calling loop). The pipeline's budget keys
+(`grpo.max_completion_length`, `evaluate.max_new_tokens`, `register.max_new_tokens`) and `wander eval` use them when
+left null, through `reply_budget`. An env derives its answer from its texts in UTF-8 bytes (`text_tokens`), a bound
+that holds for any tokenizer the pipeline may train.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite, rubric_suite
 from wander.core.policy import Policy
+
+DEFAULT_REPLY_TOKENS = 256
+"""An env's reply budget per model turn when it does not say (a long paragraph): too long only costs a rambling
+model time, too short cuts good replies silently."""
+FRAME_TOKENS = 16
+"""Tokens a chat template may add around one message it renders between model turns: a role header, an
+end-of-message and the next turn's header (ChatML's, around a tool result, are a handful)."""
+
+
+def text_tokens(text: str) -> int:
+    """At most how many tokens any tokenizer makes of `text` as a reply: its UTF-8 bytes (every token of a byte-level
+    or character vocabulary decodes to at least one byte), a possible word-start token and the end-of-turn token."""
+    return len(text.encode()) + 2
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,16 @@ class PipelineHooks:
     """The embedded teacher's default slip rate."""
     reference_policies: tuple[str, ...] = ("expert",)
     """Scripted rows `wander eval` plays when given no policy (`expert`: the teacher without slips)."""
+
+    def reply_tokens(self) -> int:
+        """The most tokens one model turn needs: its longest good reply and the end-of-turn token, for any tokenizer
+        (`text_tokens`); by default `DEFAULT_REPLY_TOKENS`. An env whose replies are longer, or much shorter, says."""
+        return DEFAULT_REPLY_TOKENS
+
+    def completion_tokens(self) -> int:
+        """The most tokens a whole episode's completion needs where one cap covers all its turns (TRL's tool loop):
+        by default `max_turns` replies at `reply_tokens()`; an env that answers between turns adds its messages."""
+        return getattr(self, "max_turns", 1) * self.reply_tokens()
 
     @property
     def teacher_model(self) -> str:
@@ -115,3 +144,11 @@ class PipelineHooks:
         except ValueError:
             raise ValueError(f"bad slip rate in {name!r}; write e.g. expert-0.25") from None
         return self.teacher_policy(skill, seed)
+
+
+def reply_budget(env: PipelineHooks, tokens: int | None, per: Literal["turn", "completion"] = "turn") -> int:
+    """A reply budget in tokens: `tokens` when given (an explicit number wins), else the env's, per model turn
+    (`reply_tokens`) or per whole completion (`completion_tokens`, for a trainer that caps all turns together)."""
+    if tokens is not None:
+        return tokens
+    return env.reply_tokens() if per == "turn" else env.completion_tokens()

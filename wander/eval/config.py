@@ -42,8 +42,9 @@ class EvaluateConfig(BaseModel):
     """Seed of the frozen suite and of the policies."""
     temperature: float = Field(0.0, ge=0.0)
     """0 = greedy decoding; above 0 samples."""
-    max_new_tokens: int = Field(16, ge=1)
-    """Longest model reply per turn."""
+    max_new_tokens: int | None = Field(None, ge=1)
+    """Longest model reply per turn, in tokens; null = the env's reply budget (`reply_tokens()`: its longest good
+    reply, e.g. tic-tac-toe's 16), resolved by `wander.core.suite.reply_budget` when the env is built."""
     max_batch_size: int | None = Field(512, ge=1)
     """Most conversations per policy call; null sends every live game of a row at once."""
     api_model: str | None = None

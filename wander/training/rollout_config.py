@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from wander.core.suite import PipelineHooks, reply_budget
+from wander.core.tool_env import ToolEnv
+
 # What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
 PLAY_ON = ("sample", "greedy", "expected", "best")
 
@@ -78,3 +81,9 @@ class RolloutConfig:
     def to_dict(self) -> dict:
         """The config as a plain dict (for params files and MLflow)."""
         return asdict(self)
+
+    def completion_budget(self, env: PipelineHooks, tokens: int | None) -> int:
+        """A GRPO `max_completion_length` resolved (`reply_budget`): per model turn, except where TRL's tool loop
+        caps a tool env's whole completion (tool results included), there per completion."""
+        whole = isinstance(env, ToolEnv) and self.tool_protocol == "environment_factory"
+        return reply_budget(env, tokens, "completion" if whole else "turn")

@@ -225,3 +225,15 @@ def test_midgame_starts_only_in_train_and_from_a_live_position():
     # The same seed starts from the same position (synthesis, curation's replay and GRPO agree).
     again = load_environment("tictactoe", midgame_starts=0.25, num_train=800).get_dataset("train").to_list()
     assert again == train
+
+
+def test_system_prompt_replaces_the_renderings_own_and_the_game_plays_the_same() -> None:
+    default = load_environment("tictactoe", num_eval=20)
+    short = load_environment("tictactoe", num_eval=20, system_prompt="Tic-tac-toe.")
+    assert default.system_prompt == ""  # board: no system message, so a chat template inserts its own default
+    played = short.evaluate(MinimaxPlayer(0.2, seed=5)).trajectories
+    assert all(e.messages[0] == {"role": "system", "content": "Tic-tac-toe."} for e in played)
+    assert [e.state["board"] for e in played] == [
+        e.state["board"] for e in default.evaluate(MinimaxPlayer(0.2, seed=5)).trajectories
+    ]
+    assert short.observation(played[0])[0]["role"] == "system"  # history "current" keeps it in every decision

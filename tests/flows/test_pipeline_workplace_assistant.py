@@ -5,9 +5,7 @@ ran, a second repro does nothing) is in test_pipeline_envs.py."""
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +16,15 @@ import yaml
 from envs.workplace_assistant.workspace import TOOLS
 from wander.core.tool_env import TOOL_CALL
 
+from .smoke_outputs import (
+    check_headline_and_register,
+    check_training_stages,
+    matrix_rows,
+    read_json,
+    read_jsonl,
+    teacher_sample,
+)
+
 STATE_METRICS = ("task_reward", "state_checks", "side_effects", "completed")
 
 
@@ -26,16 +33,6 @@ def project(smoke_pipeline: Callable[[str], Path]) -> Path:
     """The session's smoke pipeline run of workplace_assistant (tests/flows/conftest.py), shared with
     test_pipeline_envs."""
     return smoke_pipeline("workplace_assistant")
-
-
-def read_json(project: Path, path: str) -> dict:
-    """One JSON output of the run."""
-    return json.loads((project / path).read_text())
-
-
-def read_jsonl(project: Path, path: str) -> list[dict]:
-    """One JSON-lines output of the run."""
-    return [json.loads(line) for line in (project / path).read_text().splitlines()]
 
 
 def mean(episodes: list[dict], metric: str) -> float:
@@ -94,66 +91,26 @@ def test_curation_keeps_completed_requests_and_its_counts_add_up(project: Path) 
 
 @pytest.mark.slow
 def test_every_training_stage_ran_its_steps_with_finite_losses(project: Path) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    curate, sft = read_json(project, "data/details/curate.json"), read_json(project, "data/metrics/sft.json")
-    batch = params["sft"]["per_device_train_batch_size"] * params["sft"]["gradient_accumulation_steps"]
-    assert sft["games"] == curate["train"]
-    assert sft["steps"] == math.ceil(sft["examples"] / batch) * params["sft"]["num_train_epochs"]
-    assert math.isfinite(sft["train_loss"]) and sft["train_loss"] > 0
-    for name, stage in params["grpo"]["stages"].items():
-        grpo = read_json(project, f"data/metrics/grpo-{name}.json")
-        assert grpo["steps"] == stage["max_steps"] and math.isfinite(grpo["train_loss"]), name
-        assert 0.0 <= grpo["final_reward"] <= 1.0, name  # task_reward is floored at 0 and at most 1
+    check_training_stages(project)
 
 
 @pytest.mark.slow
 def test_the_matrix_holds_every_row_on_the_env_strata_and_register_reads_it(project: Path) -> None:
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    strata = params["env"]["workplace_assistant"]["num_groups"]
-    with (project / "data/eval/matrix.csv").open() as f:
-        rows = list(csv.DictReader(f))
-    assert list(rows[0])[:10] == [
-        "policy", "opponent", "side", "decoding", "games", "errored", "reward", "reward_ci_low", "reward_ci_high",
-        "reward_sd",
-    ] and {*STATE_METRICS, "format", "tool_calls", "tool_errors"} <= set(rows[0])  # fmt: skip
-    lineage = ["base", "sft", "grpo-wide", "grpo-strong", "grpo-polish"]
-    assert list(dict.fromkeys(r["policy"] for r in rows)) == [*lineage, "teacher", "expert"]
-    for policy in (*lineage, "teacher", "expert"):
-        cells = [r for r in rows if r["policy"] == policy]
-        assert {(r["opponent"], r["side"]) for r in cells} == {
-            (f"stratum-{k}", s) for k in range(strata) for s in ("eval", "test")
-        } and len(cells) == 2 * strata
-        for r in cells:
-            assert int(r["games"]) == params["evaluate"]["games"] and int(r["errored"]) == 0, (policy, r)
-            low, value, high = (float(r[k]) for k in ("reward_ci_low", "reward", "reward_ci_high"))
-            assert 0.0 <= low <= value <= high and value <= 1.0, (policy, r)
-            assert float(r["side_effects"]) >= 0.0, (policy, r)  # the side-effect metric is in every cell
+    rows = matrix_rows(
+        project, "workplace_assistant", {*STATE_METRICS, "format", "tool_calls", "tool_errors"}
+    )
+    assert all(float(r["side_effects"]) >= 0.0 for r in rows)  # the side-effect metric is in every cell
     for r in (r for r in rows if r["policy"] == "expert"):  # the slip-free reference: every request, cleanly
         assert float(r["completed"]) == 1.0 and float(r["side_effects"]) == 0.0, r
         assert float(r["tool_calls"]) == int(r["opponent"].removeprefix("stratum-")) + 1, r
     teacher = json.loads((project / "data/eval/matrix.json").read_text())["policies"]["teacher"]["overall"]
     assert 0.5 < teacher["reward"] <= 1.0 and "side_effects" in teacher
 
-    headline = read_json(project, "data/eval/metrics.json")
-    assert set(headline) == {"grpo-polish", "teacher"}
-    for policy, values in headline.items():
-        assert set(values) == {"reward"} and set(values["reward"]) == {"all", "eval", "test"}
-        cells = [float(r["reward"]) for r in rows if r["policy"] == policy]
-        assert values["reward"]["all"] == pytest.approx(sum(cells) / len(cells), abs=1e-4)  # equal cells
-
-    register = read_json(project, "data/metrics/register.json")
-    assert register["version"] == 1 and register["promoted"] is True
-    assert register["candidate_reward"] == pytest.approx(headline["grpo-polish"]["reward"]["all"], abs=1e-4)
-    # The smoke profile turns the teacher gate off (register.baseline: null); the start-model gate still ran.
-    assert register["reason"] == "first registered version, no worse than grpo-strong"
+    check_headline_and_register(project, rows)
 
 
 @pytest.mark.slow
 def test_the_report_shows_episodes_in_the_env_tool_syntax(project: Path) -> None:
-    report = (project / "data/eval/report.md").read_text()
-    samples = report[report.index("## Sample episodes") :]
-    teacher = samples[samples.index("### teacher: the best episode") :]
-    teacher = teacher[: teacher.index("```\n", teacher.index("```text") + 1)]
-    assert "reward 1.000" in teacher.splitlines()[0]
+    teacher = teacher_sample(project)
     call = r'\[assistant\] <tool_call>\{"name": "(\w+)", "arguments": \{.*\}\}</tool_call>\n\[tool\] '
     assert {m for m in re.findall(call, teacher)} & set(TOOLS)

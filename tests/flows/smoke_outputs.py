@@ -1,0 +1,95 @@
+"""What every rubric env's smoke run must hold, read from its outputs: shared by the test_pipeline_<env>.py files.
+
+Each check reads one finished scratch project (tests/flows/conftest.py's `smoke_pipeline`); an env's own file adds
+what its outputs mean (its teacher, its curation floor, its reply syntax)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+LINEAGE = ["base", "sft", "grpo-wide", "grpo-strong", "grpo-polish"]
+
+
+def read_json(project: Path, path: str) -> dict:
+    """One JSON output of the run."""
+    return json.loads((project / path).read_text())
+
+
+def read_jsonl(project: Path, path: str) -> list[dict]:
+    """One JSON-lines output of the run."""
+    return [json.loads(line) for line in (project / path).read_text().splitlines()]
+
+
+def run_params(project: Path) -> dict:
+    """The params.yaml the run read."""
+    return yaml.safe_load((project / "params.yaml").read_text())
+
+
+def check_training_stages(project: Path) -> None:
+    """SFT ran one step per batch of its examples per epoch, each GRPO stage its max_steps; finite losses; the
+    rubric's reward (0 to 1 for every rubric env here) bounds GRPO's final reward."""
+    params = run_params(project)
+    curate, sft = read_json(project, "data/details/curate.json"), read_json(project, "data/metrics/sft.json")
+    batch = params["sft"]["per_device_train_batch_size"] * params["sft"]["gradient_accumulation_steps"]
+    assert sft["games"] == curate["train"]
+    assert sft["steps"] == math.ceil(sft["examples"] / batch) * params["sft"]["num_train_epochs"]
+    assert math.isfinite(sft["train_loss"]) and sft["train_loss"] > 0
+    for name, stage in params["grpo"]["stages"].items():
+        grpo = read_json(project, f"data/metrics/grpo-{name}.json")
+        assert grpo["steps"] == stage["max_steps"] and math.isfinite(grpo["train_loss"]), name
+        assert 0.0 <= grpo["final_reward"] <= 1.0, name
+
+
+def matrix_rows(project: Path, env: str, metrics: set[str]) -> list[dict]:
+    """The evaluation matrix's rows, checked: the reward columns then `metrics`, the lineage, the teacher and the
+    expert in order, each on every stratum of the eval and test splits, the asked games, no error, sound intervals."""
+    params = run_params(project)
+    strata = params["env"][env]["num_groups"]
+    with (project / "data/eval/matrix.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:10] == [
+        "policy", "opponent", "side", "decoding", "games", "errored", "reward", "reward_ci_low", "reward_ci_high",
+        "reward_sd",
+    ] and metrics <= set(rows[0])  # fmt: skip
+    assert list(dict.fromkeys(r["policy"] for r in rows)) == [*LINEAGE, "teacher", "expert"]
+    for policy in (*LINEAGE, "teacher", "expert"):
+        cells = [r for r in rows if r["policy"] == policy]
+        assert {(r["opponent"], r["side"]) for r in cells} == {
+            (f"stratum-{k}", s) for k in range(strata) for s in ("eval", "test")
+        } and len(cells) == 2 * strata
+        for r in cells:
+            assert int(r["games"]) == params["evaluate"]["games"] and int(r["errored"]) == 0, (policy, r)
+            low, mean, high = (float(r[k]) for k in ("reward_ci_low", "reward", "reward_ci_high"))
+            assert 0.0 <= low <= mean <= high and mean <= 1.0, (policy, r)
+    return rows
+
+
+def check_headline_and_register(project: Path, rows: list[dict]) -> None:
+    """metrics.json holds the reward of the candidate and the teacher per split, the mean of their cells; register
+    made version 1 from it, the teacher gate off (the smoke profile) and the start-model gate passed."""
+    headline = read_json(project, "data/eval/metrics.json")
+    assert set(headline) == {"grpo-polish", "teacher"}
+    for policy, values in headline.items():
+        assert set(values) == {"reward"} and set(values["reward"]) == {"all", "eval", "test"}
+        cells = [float(r["reward"]) for r in rows if r["policy"] == policy]
+        assert values["reward"]["all"] == pytest.approx(sum(cells) / len(cells), abs=1e-4)  # equal cells
+    register = read_json(project, "data/metrics/register.json")
+    assert register["version"] == 1 and register["promoted"] is True
+    assert register["candidate_reward"] == pytest.approx(headline["grpo-polish"]["reward"]["all"], abs=1e-4)
+    assert register["reason"] == "first registered version, no worse than grpo-strong"
+
+
+def teacher_sample(project: Path) -> str:
+    """The report's best teacher episode, as rendered text; it scored a full reward."""
+    report = (project / "data/eval/report.md").read_text()
+    samples = report[report.index("## Sample episodes") :]
+    teacher = samples[samples.index("### teacher: the best episode") :]
+    teacher = teacher[: teacher.index("```\n", teacher.index("```text") + 1)]
+    assert "reward 1.000" in teacher.splitlines()[0]
+    return teacher

@@ -130,11 +130,14 @@ def stage_run(
         nesting = {"nested": True}
     else:
         nesting = {"parent_run_id": os.environ.get(PARENT_RUN_ENV) or None}
-    with mlflow.start_run(experiment_id=experiment_id, run_name=stage, tags=tags, **nesting) as run:
+    # The guard opens with the run: a stop while the params are logged (tens of ms) ends it KILLED, not FAILED.
+    with (
+        mlflow.start_run(experiment_id=experiment_id, run_name=stage, tags=tags, **nesting) as run,
+        _killed_when_stopped(),
+    ):
         if params:
             mlflow.log_params(loggable(params))
-        with _killed_when_stopped():
-            yield run
+        yield run
 
 
 @contextlib.contextmanager

@@ -191,8 +191,8 @@ def _held_to(worst: dict[str, dict]) -> str:
 
 
 def summary(root: Path, run_id: str | None = None) -> str:
-    """What a person wants after a run: the candidate against the teacher per opponent, its reply budgets, and
-    where to look."""
+    """What a person wants after a run: the candidate against the teacher per opponent, its reply budgets and games
+    per cell, and where to look."""
     import yaml
 
     from tasks.plumbing.params import PARAMS_FILE, load_params
@@ -235,7 +235,7 @@ def summary(root: Path, run_id: str | None = None) -> str:
     if registered:
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")
-    # The reply budgets, null ones resolved from the run's env as its stages resolved them.
+    # The reply budgets and games per cell, null ones resolved from the run's env as its stages resolved them.
     checked = load_params(root / PARAMS_FILE)
     lines.append(budget_line(checked, load_environment(**checked.env.kwargs())))
     lines += [

@@ -16,7 +16,7 @@ from tasks.plumbing import tracking
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import EvaluateConfig, Params
 from wander import Policy, load_environment
-from wander.core.suite import reply_budget
+from wander.core.suite import games_per_cell, reply_budget
 from wander.eval.evaluation import evaluate, headline_metrics
 from wander.eval.matrix import MatrixResult
 
@@ -27,10 +27,14 @@ def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
     """The stage: the matrix in the params' env (played on `env.url` when set), every output written under
     `evaluate.out_dir` and logged to the active MLflow run; headline metrics."""
     local = load_environment(**params.env.kwargs())
-    # A null reply budget is the env's, resolved where the env is built and logged beside the null the params say.
-    tokens = reply_budget(local, params.evaluate.max_new_tokens)
-    tracking.log_params({"resolved/evaluate/max_new_tokens": tokens})
-    config = params.evaluate.model_copy(update={"max_new_tokens": tokens})
+    # A null reply budget or games per cell is the env's, resolved where the env is built and logged beside the
+    # null the params say.
+    resolved = {
+        "max_new_tokens": reply_budget(local, params.evaluate.max_new_tokens),
+        "games": games_per_cell(local, params.evaluate.games),
+    }
+    tracking.log_params({f"resolved/evaluate/{key}": value for key, value in resolved.items()})
+    config = params.evaluate.model_copy(update=resolved)
     result = evaluate(config, built, local, functools.partial(episode_env, params.env))
     log_to_mlflow(result, config)
     return headline_metrics(result, config.baseline)

@@ -9,6 +9,7 @@ from typing import Any
 
 from wander.core.logs import configure_logging
 from wander.core.registry import DEFAULT_ENV, load_environment
+from wander.core.suite import DEFAULT_SUITE_GAMES
 from wander.eval.compare import compare, conclusion
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, text_table
@@ -38,7 +39,7 @@ def compare_command(args: argparse.Namespace) -> int:
     rows_a, rows_b = ([r for r in result.rows if r["policy"] == name] for name in (a, b))
     metric = result.suite.comparable(args.metric or result.headline)
     found = compare(rows_a, rows_b, metric)
-    print(f"{metric.name} of B = {b} against A = {a}: {config.games} games per cell, {config.decoding}")
+    print(f"{metric.name} of B = {b} against A = {a}: {result.games} games per cell, {config.decoding}")
     print(f"{'column':<26}{'A [95% CI]':>22}{'B [95% CI]':>22}  verdict")
     for c in found:
         column = "all (pooled)" if c["opponent"] == "all" else f"{c['opponent']} {c['side']}"
@@ -94,7 +95,13 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
         help="comma-separated suite columns (tictactoe: random, minimax-<p>; others: stratum-<k>); "
         "default: the env's",
     )
-    parser.add_argument("--games", type=int, default=defaults["games"], help="games per opponent and side")
+    parser.add_argument(
+        "--games",
+        type=int,
+        default=defaults["games"],
+        help="games per opponent and side (default: the env's, the most episodes every cell holds, at most "
+        f"{DEFAULT_SUITE_GAMES})",
+    )
     parser.add_argument(
         "--temperature", type=float, default=defaults["temperature"], help="0 = greedy, > 0 = sampled"
     )

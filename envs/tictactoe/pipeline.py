@@ -23,7 +23,7 @@ from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Policy
-from wander.core.suite import PipelineHooks, SpecChecks, text_tokens
+from wander.core.suite import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
 
 SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
 
@@ -73,6 +73,10 @@ class TicTacToePipeline(PipelineHooks):
         """Every name is `random` or `minimax-<p>` (raises with the accepted names)."""
         for name in names:
             opponent_skill(name)
+
+    def suite_games(self) -> int:
+        """The cap alone: each cell draws fresh test-range seeds, so no split bounds it."""
+        return DEFAULT_SUITE_GAMES
 
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""

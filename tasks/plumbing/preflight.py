@@ -16,7 +16,7 @@ import sys
 from tasks.plumbing.params import load_params
 from tasks.plumbing.sections import Params
 from wander import Environment, load_environment
-from wander.core.suite import reply_budget
+from wander.core.suite import games_per_cell, reply_budget
 from wander.training.grpo import rollout_func
 
 
@@ -30,11 +30,14 @@ def problems(params: Params) -> list[str]:
     found = []
     evaluate = params.evaluate
     try:  # the frozen suite the evaluate stage plays: its column names, and enough eval episodes per cell
-        env.suite_specs(
-            evaluate.opponents or list(env.evaluation_suite().groups), evaluate.games, evaluate.seed
-        )
+        groups = evaluate.opponents or list(env.evaluation_suite().groups)
+        env.suite_specs(groups, games_per_cell(env, evaluate.games), evaluate.seed)
     except ValueError as exc:
-        found.append(f"evaluate.games / evaluate.opponents: {exc}")
+        most = env.suite_games()
+        hint = (
+            f" (null = the env's {most})" if evaluate.games is not None and 0 < most < evaluate.games else ""
+        )
+        found.append(f"evaluate.games / evaluate.opponents: {exc}{hint}")
     grpo = params.grpo
     try:  # the rollout GRPO will build: decision rollouts check play_on and explore against the env
         rollout_func(env, grpo.rollout())
@@ -62,7 +65,8 @@ def reply_budgets(params: Params, env: Environment) -> dict[str, int]:
 
 
 def budget_line(params: Params, env: Environment) -> str:
-    """One line saying the reply budgets and which of them are the env's."""
+    """One line saying the reply budgets and the games per cell as the stages resolve them with `env`, and which of
+    them are the env's."""
     budgets = reply_budgets(params, env)
     given = {
         "grpo.max_completion_length": params.grpo.max_completion_length,
@@ -72,7 +76,13 @@ def budget_line(params: Params, env: Environment) -> str:
     parts = [
         f"{key} {tokens}" + (" (set)" if given[key] is not None else "") for key, tokens in budgets.items()
     ]
-    return f"reply budget (tokens; null = env {params.env.name}'s): " + ", ".join(parts)
+    games = games_per_cell(env, params.evaluate.games)
+    set_games = " (set)" if params.evaluate.games is not None else ""
+    return (
+        f"reply budget (tokens; null = env {params.env.name}'s): "
+        + ", ".join(parts)
+        + f"; games per cell: evaluate.games {games}{set_games}"
+    )
 
 
 def preflight(params: Params) -> None:

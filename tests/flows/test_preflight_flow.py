@@ -14,7 +14,8 @@ from tasks.plumbing.scratch_copy import copy_project, project_env
 def test_the_flow_refuses_params_its_env_cannot_run_before_the_first_stage(tmp_path: Path) -> None:
     root = copy_project(tmp_path / "copy")
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["env"]["name"] = "reverse_text"  # 50 eval episodes a stratum; evaluate.games asks 200
+    params["env"]["name"] = "reverse_text"  # 50 eval episodes a stratum; an explicit evaluate.games asks 200
+    params["evaluate"]["games"] = 200
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     done = subprocess.run(
         [sys.executable, "-m", "flows.pipeline"],

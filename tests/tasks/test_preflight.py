@@ -21,13 +21,13 @@ def test_the_default_params_are_ready_to_run():
 
 
 def test_too_many_games_per_cell_for_an_envs_eval_split_is_found_up_front():
-    # The case a new user met: reverse_text's eval split holds 50 episodes a stratum, the default asks 200.
-    found = preflight.problems(_params(env={"name": "reverse_text"}))
+    # reverse_text's eval split holds 50 episodes a stratum: an explicit 200 cannot be played, null plays 50.
+    found = preflight.problems(_params(env={"name": "reverse_text"}, evaluate={"games": 200}))
     assert len(found) == 1
     assert found[0].startswith(
         "evaluate.games / evaluate.opponents: reverse_text: the eval split has 50 episodes"
     )
-    assert "lower evaluate.games or grow the split" in found[0]
+    assert found[0].endswith("lower evaluate.games or grow the split (null = the env's 50)")
     assert preflight.problems(_params(env={"name": "reverse_text"}, evaluate={"games": 50})) == []
 
 
@@ -67,7 +67,7 @@ def test_the_command_exits_2_with_the_problems(tmp_path, capsys):
     import yaml
 
     raw = read_params(PARAMS_FILE)
-    raw["env"]["name"] = "reverse_text"
+    raw["env"]["name"], raw["evaluate"]["games"] = "reverse_text", 200
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     assert preflight.main(["--params", str(tmp_path / "params.yaml")]) == 2
     err = capsys.readouterr().err

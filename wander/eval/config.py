@@ -36,8 +36,10 @@ class EvaluateConfig(BaseModel):
     """Column groups, weakest first (tic-tac-toe: `random` or `minimax-<random-move probability>`; others:
     `stratum-<k>`); null = the env's own (`evaluation_suite().groups`), checked by the env when the stage
     runs."""
-    games: int = Field(200, ge=1)
-    """Games per cell (opponent x side); the 95% interval is about +-0.14 at 50 games."""
+    games: int | None = Field(None, ge=1)
+    """Games per cell (opponent x side); null = the env's (`suite_games()`: the most episodes every cell of its
+    splits holds, at most 200; tic-tac-toe 200), resolved by `wander.core.suite.games_per_cell` when the env is
+    built. The 95% interval is about +-0.14 at 50 games."""
     seed: int = 0
     """Seed of the frozen suite and of the policies."""
     temperature: float = Field(0.0, ge=0.0)

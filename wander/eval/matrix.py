@@ -27,7 +27,7 @@ from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.policy import Conversation, Policy, Reply
 from wander.core.registry import DEFAULT_ENV, load_environment
-from wander.core.suite import reply_budget
+from wander.core.suite import games_per_cell, reply_budget
 from wander.eval.cells import cell_row
 from wander.eval.config import EvaluateConfig
 from wander.policies.loading import make_policy
@@ -158,8 +158,13 @@ def run_matrix(
     """
     built = dict(built or {})
     local = env if isinstance(env, Environment) else load_environment(**{"name": DEFAULT_ENV, **(env or {})})
-    # A null reply budget is the env's: what `wander eval` and the stages play with unless told a number.
-    config = config.model_copy(update={"max_new_tokens": reply_budget(local, config.max_new_tokens)})
+    # A null reply budget or games per cell is the env's: what `wander eval` and the stages play with unless told.
+    config = config.model_copy(
+        update={
+            "max_new_tokens": reply_budget(local, config.max_new_tokens),
+            "games": games_per_cell(local, config.games),
+        }
+    )
     suite = local.evaluation_suite()
     groups = config.opponents or list(suite.groups)
     specs = local.suite_specs(groups, config.games, config.seed)

@@ -313,6 +313,9 @@ class SFT(Section):
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of data order and dropout."""
+    bf16: bool | None = None
+    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
+    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
     lora: LoraOptions = None
@@ -387,6 +390,9 @@ class GRPO(Section):
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of sampling and data order."""
+    bf16: bool | None = None
+    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
+    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
     lora: LoraOptions = None

@@ -44,3 +44,27 @@ def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path
     assert len(full) == len(rows) - 2  # the two long rows
     assert once.column_names == full.column_names
     assert once[:] == full[:]
+
+
+def test_bf16_is_cuda_only_by_default_and_trains_in_autocast_on_cpu_when_asked(
+    tmp_path: Path, base_model: Path
+) -> None:
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from tasks.plumbing.sections import SFT
+    from tasks.sft import trainer_args
+
+    cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    assert trainer_args(SFTConfig, SFT(), output_dir=str(tmp_path / "a")).bf16 is cuda_bf16
+    args = trainer_args(SFTConfig, SFT(bf16=True, max_length=40), output_dir=str(tmp_path / "b"), max_steps=2)
+    assert args.bf16 is True
+    rows = [_turn("012/345/678", 4), _turn("X12/345/678", 4), _turn("OX2/345/678", 6)]
+    trainer = SFTTrainer(
+        model=str(base_model), args=args, train_dataset=Dataset.from_list([{"messages": c} for c in rows])
+    )
+    result = trainer.train()
+    assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
+    # Mixed precision: the trained weights stay float32, so the saved checkpoint loads like any other.
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}

@@ -101,8 +101,9 @@ def main() -> None:
     from wander.core.registry import load_environment
     from wander.policies.transformers_policy import TransformersPolicy
 
-    policy = TransformersPolicy.from_pretrained(args.model, greedy=True, max_new_tokens=16)
-    for mark, side in win_regret(load_environment("tictactoe"), policy).items():
+    env = load_environment("tictactoe")
+    policy = TransformersPolicy.from_pretrained(args.model, greedy=True, max_new_tokens=env.reply_tokens())
+    for mark, side in win_regret(env, policy).items():
         total = sum(m["regret"] for m in side["moves"])
         missed = sum(m["regret"] for m in side["moves"] if m["missed_win"])
         print(

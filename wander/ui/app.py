@@ -24,7 +24,6 @@ from wander.ui.play import Games, PlayError
 from wander.ui.run_files import RunFiles
 
 MAX_POLICIES = 4  # loaded policies kept (a model folder takes seconds to load)
-MAX_NEW_TOKENS = 64
 
 
 class UIState:
@@ -60,7 +59,8 @@ class UIState:
             if key in self._policies:
                 self._policies.move_to_end(key)
                 return self._policies[key]
-        policy = make_policy(self._resolve(spec), seed=self.seed, max_new_tokens=MAX_NEW_TOKENS, env=env)
+        # The env's reply budget: a tool env's calls or a reversal outgrow a move's few tokens.
+        policy = make_policy(self._resolve(spec), seed=self.seed, max_new_tokens=env.reply_tokens(), env=env)
         with self._lock:
             self._policies[key] = policy
             while len(self._policies) > MAX_POLICIES:

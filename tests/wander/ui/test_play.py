@@ -138,3 +138,18 @@ def test_a_missing_run_is_a_message_on_each_page(tmp_path):
     )
     assert curves.status_code == 404 and "no pipeline run in" in curves.text
     assert champion.status_code == 400 and "no registered champion" in champion.text
+
+
+def test_a_model_plays_each_env_with_that_envs_reply_budget(run_root):
+    from wander.ui.app import UIState
+
+    state = UIState(run_root)
+    folder = str(run_root / "data/models/base")
+    budgets = {}
+    for name in ("tictactoe", "reverse_text"):
+        env = state.environment(name)
+        budgets[name] = state.policy(folder, env).max_new_tokens
+        assert budgets[name] == env.reply_tokens()
+    # a move fits in 16 tokens; a reversal needs its longest text's (74 with reverse_text's own 3 strata), more
+    # than the 64 every env was once cut at
+    assert budgets == {"tictactoe": 16, "reverse_text": 74}

@@ -191,12 +191,13 @@ def _held_to(worst: dict[str, dict]) -> str:
 
 
 def summary(root: Path, run_id: str | None = None) -> str:
-    """What a person wants after a run: the candidate against the teacher per opponent, its reply budgets and games
-    per cell, and where to look."""
+    """What a person wants after a run: the candidate against the teacher per opponent, its reply budgets, games
+    per cell and the env's recipe as the stages read them, and where to look."""
     import yaml
 
     from tasks.plumbing.params import PARAMS_FILE, load_params
     from tasks.plumbing.preflight import budget_line
+    from tasks.plumbing.recipe import recipe_line
     from wander import load_environment
 
     params = yaml.safe_load((root / "params.yaml").read_text())
@@ -238,6 +239,7 @@ def summary(root: Path, run_id: str | None = None) -> str:
     # The reply budgets and games per cell, null ones resolved from the run's env as its stages resolved them.
     checked = load_params(root / PARAMS_FILE)
     lines.append(budget_line(checked, load_environment(**checked.env.kwargs())))
+    lines.append(recipe_line(params))
     lines += [
         f"report: {eval_dir / 'report.md'}  plots: {eval_dir}/*.png",
         f"MLflow: make ui (run {run_id})" if run_id else "MLflow: make ui",

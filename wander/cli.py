@@ -211,7 +211,7 @@ def env_init_command(args: argparse.Namespace) -> int:
     """Scaffold a working environment folder envs/NAME and say how to run it."""
     folder = init_environment(args.name, kind=args.kind)
     print(
-        f"created {folder}/ ({args.kind}: factory, rubric, teacher, README.md, test_{args.name}.py); try it:\n"
+        f"created {folder}/ ({args.kind}: factory, rubric, teacher, README.md, recipe.yaml, test_{args.name}.py); try it:\n"
         f"  pytest {folder}\n  wander eval --env {args.name} --games 4\n  dvc exp run -S env.name={args.name}"
     )
     return 0
@@ -342,8 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     env_serve.set_defaults(func=env_serve_command)
     env_init = env_sub.add_parser(
         "init",
-        help="scaffold a working environment folder envs/NAME (factory, rubric, teacher, README, test), found by "
-        "its name with no edit elsewhere; run from the project root",
+        help="scaffold a working environment folder envs/NAME (factory, rubric, teacher, README, recipe, test), "
+        "found by its name with no edit elsewhere; run from the project root",
     )
     env_init.add_argument("name", help="the new environment's name: lowercase letters, digits, underscores")
     env_init.add_argument(

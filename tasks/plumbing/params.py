@@ -18,7 +18,6 @@ import decimal
 import difflib
 import importlib
 import math
-import re
 import sys
 import types
 import typing
@@ -30,7 +29,9 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as checked
 
+from tasks.plumbing.recipe import apply_recipe
 from tasks.plumbing.sections import FORBID, READS, Params
+from tasks.plumbing.yaml_file import ParamsError, read_yaml
 
 PARAMS_FILE = "params.yaml"
 # Env settings a stage sets from its own section, never from `env`.
@@ -38,25 +39,12 @@ PIPELINE_OWNED = {"num_train": "generate", "num_eval": "generate", "num_test": "
 PIPELINE_OWNED["specs_dir"] = "layout.datasets"
 
 
-class ParamsError(ValueError):
-    """A params file that does not match the model: names the file, section, key and expected type."""
-
-
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads `5e-5` as a string; read it as the float YAML 1.2 (and DVC) sees."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+$"), list("-+0123456789.")
-)
-
-
 def read_params(path: str | Path = PARAMS_FILE, profile: str | None = None) -> dict:
     """The params file as a dict, with `params.<profile>.yaml` deep-merged onto it when a profile is given."""
     path = Path(path)
-    params = _read_yaml(path)
+    params = read_yaml(path)
     for overrides_path in profile_files(path, profile) if profile else []:
-        overrides = _read_yaml(overrides_path)
+        overrides = read_yaml(overrides_path)
         overrides.pop(EXTENDS, None)
         if "layout" in overrides:
             raise ParamsError(
@@ -87,26 +75,10 @@ def profile_files(path: Path, profile: str) -> list[Path]:
                 f"{overrides_path}: profiles extend each other in a loop ({EXTENDS}: {profile})"
             )
         chain.insert(0, overrides_path)
-        profile = _read_yaml(overrides_path).get(EXTENDS)
+        profile = read_yaml(overrides_path).get(EXTENDS)
         if profile is not None and not isinstance(profile, str):
             raise ParamsError(f"{overrides_path}: '{EXTENDS}' names one profile, got {profile!r}")
     return chain
-
-
-def _read_yaml(path: Path) -> dict:
-    try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (a SafeLoader)
-    except FileNotFoundError:
-        raise ParamsError(
-            f"params file {path} not found (run from the repo root, or pass --params)"
-        ) from None
-    except yaml.YAMLError as e:
-        raise ParamsError(f"{path} is not valid YAML: {e}") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ParamsError(f"{path} must be a mapping of sections, got {type(data).__name__}")
-    return data
 
 
 def merge(base: Mapping, overrides: Mapping, source: str = "overrides", where: str = "") -> dict:
@@ -127,9 +99,10 @@ def merge(base: Mapping, overrides: Mapping, source: str = "overrides", where: s
 def load_params(
     path: str | Path = PARAMS_FILE, profile: str | None = None, params: Mapping | None = None
 ) -> Params:
-    """The params (read from `path` with `profile`, unless given as a dict) as a checked `Params`."""
+    """The params (read from `path` with `profile`, unless given as a dict) as a checked `Params`, the keys left
+    null for the env's recipe filled from it (tasks/plumbing/recipe.py)."""
     source = str(path)
-    raw = read_params(path, profile) if params is None else params
+    raw = apply_recipe(read_params(path, profile) if params is None else params)
     try:
         model = Params.model_validate(raw)
     except ValidationError as e:

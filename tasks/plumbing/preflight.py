@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tasks.plumbing.params import load_params
+from tasks.plumbing.params import load_params, read_params
+from tasks.plumbing.recipe import recipe_line
 from tasks.plumbing.sections import Params
 from wander import Environment, load_environment
 from wander.core.suite import games_per_cell, reply_budget
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = load_environment(**params.env.kwargs(), **params.generate.env_settings())
     print(f"{args.params}: ready to run; {budget_line(params, env)}")
+    print(recipe_line(read_params(args.params, args.profile)))
     return 0
 
 

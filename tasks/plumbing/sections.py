@@ -293,14 +293,15 @@ LoraOptions = Annotated[dict[str, Any] | None, AfterValidator(_lora_options)]
 class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
-    num_train_epochs: float = Field(2.0, gt=0.0)
-    """Passes over the curated games."""
+    num_train_epochs: float | None = Field(None, gt=0.0)
+    """Passes over the curated games; null = the env's recipe (envs/<name>/recipe.yaml, tasks/plumbing/recipe.py)."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
-    learning_rate: float = Field(0.0005, gt=0.0)
-    """Peak learning rate (measured on the scratch model with 4-token replies: 1e-3 overshoots, 5e-4 does not)."""
+    learning_rate: float | None = Field(None, gt=0.0)
+    """Peak learning rate; null = the env's recipe (tic-tac-toe's 5e-4, measured on the scratch model with 4-token
+    replies: 1e-3 overshoots, 5e-4 does not)."""
     lr_scheduler_type: str = "cosine"
     """transformers learning-rate schedule."""
     warmup_steps: int = Field(30, ge=0)
@@ -353,8 +354,8 @@ class GRPO(Section):
     stratum of 4."""
     per_device_train_batch_size: int = Field(64, ge=1)
     """Samples per micro-batch."""
-    learning_rate: float = Field(5e-5, gt=0.0)
-    """Learning rate (a stage may override it)."""
+    learning_rate: float | None = Field(None, gt=0.0)
+    """Learning rate (a stage may override it); null = the env's recipe."""
     lr_scheduler_type: str = "constant_with_warmup"
     """transformers learning-rate schedule."""
     warmup_steps: int = Field(10, ge=0)

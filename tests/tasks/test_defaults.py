@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from tasks.plumbing.params import env_config_class, load_params, read_params
+from tasks.plumbing.recipe import apply_recipe
 from tasks.plumbing.sections import Params
 from wander.core.registry import module_name
 from wander.eval.config import EvaluateConfig
@@ -161,7 +162,8 @@ def test_params_yaml_is_the_model_defaults_but_for_the_tuned_keys(params: dict) 
             f"{key} is the pipeline's own: change its default in sections.py instead"
         )
         del block[leaf]  # the default takes its place
-    loaded, defaults = load_params(params=untuned), Params()
+    # The recipe keys are null in both; load_params fills them from the default env's recipe in both.
+    loaded, defaults = load_params(params=untuned), load_params(params={})
     for section in Params.model_fields:
         if section == "env":
             continue
@@ -208,4 +210,5 @@ def test_params_yaml_lists_every_key(params: dict) -> None:
         assert expected <= set(params[section]), (
             f"params.yaml {section} lacks {sorted(expected - set(params[section]))}"
         )
-    assert load_params(params={}) == Params()  # an empty file is valid: every default
+    # An empty file is valid: every default, the recipe keys from the default env's recipe.
+    assert load_params(params={}) == Params.model_validate(apply_recipe({}))

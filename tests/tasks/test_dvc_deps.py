@@ -23,6 +23,8 @@ PLUMBING = {
     "tasks/plumbing/fingerprint.py",
     "tasks/plumbing/journal.py",
     "tasks/plumbing/params.py",
+    "tasks/plumbing/recipe.py",
+    "tasks/plumbing/yaml_file.py",
     "tasks/plumbing/sections.py",
     "tasks/plumbing/stage.py",
     "tasks/plumbing/tracking.py",

@@ -178,8 +178,9 @@ def test_unknown_section(params: dict) -> None:
 
 
 def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
+    params["sft"]["learning_rate"] = 3e-4
     sft = restrict(load_params(params=params), "sft")
-    assert sft.sft.learning_rate == params["sft"]["learning_rate"] and sft.layout.sft == "data/sft"
+    assert sft.sft.learning_rate == 3e-4 and sft.layout.sft == "data/sft"
     with pytest.raises(
         AttributeError, match=r"stage 'sft' reads params section 'grpo' but does not declare it"
     ):

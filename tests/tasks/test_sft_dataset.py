@@ -53,12 +53,14 @@ def test_bf16_is_cuda_only_by_default_and_trains_in_autocast_on_cpu_when_asked(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from tasks.plumbing.sections import SFT
+    from tasks.plumbing.params import load_params
     from tasks.sft import trainer_args
 
     cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    assert trainer_args(SFTConfig, SFT(), output_dir=str(tmp_path / "a")).bf16 is cuda_bf16
-    args = trainer_args(SFTConfig, SFT(bf16=True, max_length=40), output_dir=str(tmp_path / "b"), max_steps=2)
+    sft = load_params(params={}).sft  # the default env's recipe fills the epochs and learning rate
+    assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is cuda_bf16
+    cpu_bf16 = sft.model_copy(update={"bf16": True, "max_length": 40})
+    args = trainer_args(SFTConfig, cpu_bf16, output_dir=str(tmp_path / "b"), max_steps=2)
     assert args.bf16 is True
     rows = [_turn("012/345/678", 4), _turn("X12/345/678", 4), _turn("OX2/345/678", 6)]
     trainer = SFTTrainer(

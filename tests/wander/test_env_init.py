@@ -20,7 +20,7 @@ from wander import scaffold
 from wander.cli import main
 
 PROJECT = Path(__file__).resolve().parents[2]
-FILES = {"__init__.py", "README.md"}
+FILES = {"__init__.py", "README.md", "recipe.yaml"}
 
 
 @pytest.fixture

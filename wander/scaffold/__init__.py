@@ -1,6 +1,6 @@
 """`wander env init NAME`: a new environment folder under envs/, working from the start (factory, rubric, scripted
-teacher, README, test), rendered from the templates beside this module. Discovery finds it by its folder name, so
-adding an environment edits nothing outside its folder."""
+teacher, README, test, training recipe), rendered from the templates beside this module. Discovery finds it by its
+folder name, so adding an environment edits nothing outside its folder."""
 
 from __future__ import annotations
 
@@ -88,6 +88,7 @@ def render(name: str, kind: str) -> dict[str, str]:
         "__init__.py": KINDS[kind],
         "README.md": "README.md.tmpl",
         f"test_{name}.py": "test_env.py.tmpl",
+        "recipe.yaml": "recipe.yaml.tmpl",  # the pipeline's task-dependent params (tasks/plumbing/recipe.py)
     }
     return {
         path: Template((templates / source).read_text(encoding="utf-8")).substitute(values)

@@ -1,0 +1,114 @@
+"""An env's recipe (tasks/plumbing/recipe.py): the params keys params.yaml leaves null come from the selected env's
+recipe.yaml, a value set in params.yaml or a profile wins, and DVC sees the file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.plumbing.params import ParamsError, load_params, read_params
+from tasks.plumbing.recipe import RECIPE_KEYS, recipe_line, recipe_of
+from tasks.plumbing.sections import Params
+from wander.core.registry import environment_names
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def with_env(name: str, **sections: dict) -> dict:
+    """params.yaml with env `name` selected and `sections` merged over their sections."""
+    params = read_params(REPO / "params.yaml")
+    params["env"]["name"] = name
+    for section, values in sections.items():
+        params[section] = {**params[section], **values}
+    return params
+
+
+def test_every_recipe_key_is_null_in_params_yaml_and_documented() -> None:
+    params = read_params(REPO / "params.yaml")
+    for key in RECIPE_KEYS:
+        section, field = key.split(".")
+        assert params[section][field] is None, f"params.yaml sets {key}: the recipe would never apply"
+        assert "recipe" in Params.model_fields[section].annotation.model_fields[field].description, key
+
+
+@pytest.mark.parametrize("name", environment_names())
+def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(name: str) -> None:
+    path, recipe = recipe_of(name)
+    assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
+    loaded = load_params(params=with_env(name))
+    for key, value in recipe.items():
+        section, field = key.split(".")
+        assert getattr(getattr(loaded, section), field) == value
+
+
+def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() -> None:
+    # reverse_text's recipe trains SFT five times longer than tic-tac-toe's (docs/experiments/environments.md).
+    assert load_params(params=with_env("tictactoe")).sft.num_train_epochs == 2.0
+    assert load_params(params=with_env("reverse_text")).sft.num_train_epochs == 10.0
+    chosen = with_env("reverse_text", sft={"num_train_epochs": 3.0})
+    loaded = load_params(params=chosen)
+    assert loaded.sft.num_train_epochs == 3.0 and loaded.sft.learning_rate == 0.0005
+    line = recipe_line(chosen)
+    assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
+    assert "sft.num_train_epochs 3.0 (set), sft.learning_rate 0.0005, grpo.learning_rate 5e-05" in line
+
+
+def test_a_profile_value_wins_over_the_recipe() -> None:
+    loaded = load_params(REPO / "params.yaml", profile="llm")
+    assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate) == (1.0, 0.0003)
+
+
+@pytest.fixture
+def own_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An env package outside the catalogue, `my_env`, importable by its module path."""
+    package = tmp_path / "my_env"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield package
+    sys.modules.pop("my_env", None)
+
+
+def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says_so(own_env: Path) -> None:
+    params = with_env("my_env")
+    assert load_params(params=params).sft.num_train_epochs == 2.0
+    assert "env my_env's; it has none: envs/tictactoe/recipe.yaml" in recipe_line(params)
+    (own_env / "recipe.yaml").write_text(
+        "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
+    )
+    loaded = load_params(params=params)
+    assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate, loaded.grpo.learning_rate) == (
+        4.0,
+        1e-4,
+        2e-5,
+    )
+
+
+def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: Path) -> None:
+    (own_env / "recipe.yaml").write_text(
+        yaml.safe_dump({"sft": {"num_train_epochs": 4.0, "max_length": 99}, "grpo": {"learning_rate": 1e-5}})
+    )
+    with pytest.raises(ParamsError) as caught:
+        load_params(params=with_env("my_env"))
+    message = str(caught.value)
+    assert "recipe.yaml: a recipe sets exactly" in message
+    assert "['sft.max_length'] belong in params.yaml" in message and "add ['sft.learning_rate']" in message
+
+
+def test_a_recipe_value_the_params_model_refuses_names_the_key(own_env: Path) -> None:
+    (own_env / "recipe.yaml").write_text(
+        "sft: {num_train_epochs: many, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
+    )
+    with pytest.raises(ParamsError, match=r"section 'sft': key 'num_train_epochs' expects float or None"):
+        load_params(params=with_env("my_env"))
+
+
+def test_the_stages_that_read_a_recipe_key_depend_on_the_recipe_file() -> None:
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    readers = {key.split(".")[0] for key in RECIPE_KEYS}
+    for name in readers:
+        deps = stages[name].get("deps") or stages[name]["do"]["deps"]
+        assert {"envs/${env.name}/recipe.yaml", "envs/${env.name}"} & set(deps), name

@@ -22,13 +22,17 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
     answers) and `best_outcomes` (its solver playing on)."""
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
-        """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player."""
+        """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player, and
+        `adversary/loss`: the share of sides (X, O) on which an opponent that knows the policy beats it."""
         policy, out = memoized(policy), {}
         for opponent, p in CURVE_OPPONENTS.items():
             both = exact_both_sides(self, policy, p)["both"]
             out.update(
                 {f"{opponent}/{m}": both[m] for m in ("win", "loss", "any_invalid", "move_optimality")}
             )
+        # The adversary asks only positions a random player reaches, all asked above: no new model calls.
+        worst = self.worst_case(policy)
+        out["adversary/loss"] = sum(side["outcome"] == "loss" for side in worst.values()) / len(worst)
         return out
 
     def candidate_replies(self, episode: Episode) -> list[str]:

@@ -290,10 +290,12 @@ class TicTacToeGame(Environment):
                 yield self.reply_for(board, cell)
 
     def curve_score(self, values: dict[str, float]) -> float:
-        """Wins vs random minus twice every loss (vs random and perfect minimax) and every game with an invalid
-        move: the targets ask for nearly no losses first, then as many wins as possible."""
+        """Wins vs random minus twice every loss (vs random, perfect minimax and an opponent that knows the model:
+        the share of sides it is beaten on) and every game with an invalid move: the targets ask for no losses
+        first, then as many wins as possible. A point an adversary beats on one side ranks 1.0 below one it does
+        not, so `keep_best` keeps an unbeatable model when a stage reaches one."""
         faults = sum(values[f"{o}/{m}"] for o in CURVE_OPPONENTS for m in ("loss", "any_invalid"))
-        return values["random/win"] - 2.0 * faults
+        return values["random/win"] - 2.0 * (faults + values["adversary/loss"])
 
     def move_of(self, reply: str, board: str) -> int | None:
         """The cell `reply` plays at `board`, read as `env_response` reads it; None for no move, an off-board or a

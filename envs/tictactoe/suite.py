@@ -111,5 +111,6 @@ SUITE = EvaluationSuite(
         ("random/win", "win vs random"),
         ("minimax-0/any_invalid", "games with an invalid move (vs minimax-0)"),
         ("random/any_invalid", "games with an invalid move (vs random)"),
+        ("adversary/loss", "sides an opponent that knows the model beats"),
     ),
 )

@@ -483,12 +483,21 @@ def test_dvc_metrics_are_a_short_flat_headline_and_the_details_hold_the_breakdow
 
 @pytest.mark.slow
 def test_a_changed_sft_learning_rate_retrains_sft_and_every_grpo_stage_from_the_new_weights(project):
-    """Checkpoints left by the finished runs must not be resumed by the changed ones (weights would not move)."""
+    """Checkpoints left by the finished runs must not be resumed by the changed ones (weights would not move). The
+    rate is null in params.yaml, the env's recipe: DVC sees a change of the recipe file as well as a set value."""
     root, _ = project
     models = ("sft", "grpo-wide", "grpo-strong")
     before = {m: (root / "data/models" / m / "model.safetensors").read_bytes() for m in models}
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["sft"]["learning_rate"] *= 10
+    recipe_file = root / "envs/tictactoe/recipe.yaml"
+    recipe = recipe_file.read_text()
+    rate = yaml.safe_load(recipe)["sft"]["learning_rate"]
+    assert params["sft"]["learning_rate"] is None and rate > 0
+    recipe_file.write_text(recipe.replace(str(rate), str(rate * 10)))
+    status = json.loads(sh(["dvc", "status", "--json", "sft"], root))
+    assert {"changed deps": {"envs/tictactoe/recipe.yaml": "modified"}} in status["sft"], status
+    recipe_file.write_text(recipe)
+    params["sft"]["learning_rate"] = rate * 10  # the value set in params.yaml wins over the recipe
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh(["dvc", "repro", "grpo@strong"], root)  # only the training chain: keep the budget small
     ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tasks.plumbing.tracking import flatten
 from tasks.plumbing.yaml_file import ParamsError, read_yaml
 
 RECIPE_FILE = "recipe.yaml"
@@ -45,7 +46,7 @@ def recipe_of(env_name: str) -> tuple[Path, dict[str, Any]]:
     path = recipe_path(env_name)
     if path is None or not path.is_file():
         path = recipe_path(DEFAULT_ENV)  # an env without a recipe (yet) trains like the case study
-    values = dict(_flatten(read_yaml(path)))
+    values = flatten(read_yaml(path), sep=".")
     unknown, missing = sorted(set(values) - set(RECIPE_KEYS)), sorted(set(RECIPE_KEYS) - set(values))
     if unknown or missing:
         raise ParamsError(
@@ -71,7 +72,6 @@ def apply_recipe(params: Mapping) -> dict:
 def recipe_line(params: Mapping) -> str:
     """One line: each recipe key's value as the stages read it, marked `(set)` where params.yaml sets it, and the
     recipe file the others come from."""
-
     env_name = _env_name(params)
     path, _ = recipe_of(env_name)
     filled = apply_recipe(params)
@@ -98,11 +98,3 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def _flatten(values: Mapping, where: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for key, value in values.items():
-        name = f"{where}.{key}" if where else str(key)
-        out += _flatten(value, name) if isinstance(value, Mapping) else [(name, value)]
-    return out

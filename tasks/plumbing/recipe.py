@@ -20,8 +20,13 @@ from tasks.plumbing.tracking import flatten
 from tasks.plumbing.yaml_file import ParamsError, read_yaml
 
 RECIPE_FILE = "recipe.yaml"
-RECIPE_KEYS = ("sft.num_train_epochs", "sft.learning_rate", "grpo.learning_rate")
-"""The params keys an env's recipe sets (each null in params.yaml, documented in tasks/plumbing/sections.py)."""
+RECIPE_KEYS = (
+    "build_model.scratch.vocab_size",
+    "sft.num_train_epochs",
+    "sft.learning_rate",
+    "grpo.learning_rate",
+)
+"""The params keys an env's recipe sets, each null in params.yaml (docs/pipeline.md, "The env's recipe")."""
 
 
 def recipe_path(env_name: str) -> Path | None:
@@ -62,8 +67,10 @@ def apply_recipe(params: Mapping) -> dict:
     filled = copy.deepcopy(dict(params))
     _, recipe = recipe_of(_env_name(params))
     for key in RECIPE_KEYS:
-        section, field = key.split(".")
-        block = filled.setdefault(section, {})
+        *path, field = key.split(".")
+        block = filled
+        for part in path:
+            block = block.setdefault(part, {}) if isinstance(block, dict) else None
         if isinstance(block, dict) and block.get(field) is None:  # not a mapping: the params model reports it
             block[field] = recipe[key]
     return filled
@@ -75,11 +82,8 @@ def recipe_line(params: Mapping) -> str:
     env_name = _env_name(params)
     path, _ = recipe_of(env_name)
     filled = apply_recipe(params)
-    parts = []
-    for key in RECIPE_KEYS:
-        section, field = key.split(".")
-        given = (params.get(section) or {}).get(field)
-        parts.append(f"{key} {filled[section][field]}" + (" (set)" if given is not None else ""))
+    given, used = flatten(params, sep="."), flatten(filled, sep=".")
+    parts = [f"{key} {used[key]}" + (" (set)" if given.get(key) is not None else "") for key in RECIPE_KEYS]
     own = path == recipe_path(env_name)
     whose = _shown(path) if own else f"it has none: {_shown(path)}"
     return f"recipe (null = env {env_name}'s; {whose}): " + ", ".join(parts)

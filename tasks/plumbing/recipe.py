@@ -64,8 +64,11 @@ def recipe_of(env_name: str) -> tuple[Path, dict[str, Any]]:
 
 def apply_recipe(params: Mapping) -> dict:
     """`params` with every null recipe key filled from the recipe of its env (`recipe_of`)."""
+    return _filled(params, recipe_of(_env_name(params))[1])
+
+
+def _filled(params: Mapping, recipe: Mapping[str, Any]) -> dict:
     filled = copy.deepcopy(dict(params))
-    _, recipe = recipe_of(_env_name(params))
     for key in RECIPE_KEYS:
         *path, field = key.split(".")
         block = filled
@@ -80,9 +83,8 @@ def recipe_line(params: Mapping) -> str:
     """One line: each recipe key's value as the stages read it, marked `(set)` where params.yaml sets it, and the
     recipe file the others come from."""
     env_name = _env_name(params)
-    path, _ = recipe_of(env_name)
-    filled = apply_recipe(params)
-    given, used = flatten(params, sep="."), flatten(filled, sep=".")
+    path, recipe = recipe_of(env_name)
+    given, used = flatten(params, sep="."), flatten(_filled(params, recipe), sep=".")
     parts = [f"{key} {used[key]}" + (" (set)" if given.get(key) is not None else "") for key in RECIPE_KEYS]
     own = path == recipe_path(env_name)
     whose = _shown(path) if own else f"it has none: {_shown(path)}"

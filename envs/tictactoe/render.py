@@ -2,8 +2,9 @@
 
 `grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny models; `board` is
 the shortest (no system prompt, the board with free cells numbered, then the model's mark): a scratch model
-trains on about 30 tokens a move instead of 80. All read back with `parse_board`, so scripted players and the
-teacher server see the same text a model does.
+trains on about 30 tokens a move instead of 80; `spaced` is `board` with a space between cells and a line per row,
+so a pretrained BPE tokenizer gives every cell a token of its own (`board`'s `XX` and `OO` are one token there).
+All read back with `parse_board`, so scripted players and the teacher server see the same text a model does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import cache
 
 from envs.tictactoe.board import legal_moves
 
-RENDERINGS = ("grid", "compact", "board")
+RENDERINGS = ("grid", "compact", "board", "spaced", "lines")
 
 SYSTEM_PROMPTS = {
     ("grid", "think"): (
@@ -33,6 +34,10 @@ SYSTEM_PROMPTS = {
     ("compact", "move"): "Tic-tac-toe, cells 0-8 row by row. Answer <move>N</move>.",
     ("board", "think"): "Answer <think>...</think><move>N</move>.",
     ("board", "move"): "",
+    ("spaced", "think"): "Answer <think>...</think><move>N</move>.",
+    ("spaced", "move"): "",
+    ("lines", "think"): "Answer <think>...</think><move>N</move>.",
+    ("lines", "move"): "",
 }
 
 # Every status line names the model's mark, so a model that reads only the current turn knows its side.
@@ -62,6 +67,7 @@ STATUS = {
         "format": "{mark} bad",
     },
 }
+STATUS["spaced"] = STATUS["lines"] = STATUS["board"]
 
 
 @cache
@@ -78,6 +84,13 @@ def render_board(board: str, rendering: str) -> str:
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
     if rendering == "board":  # measured: a tiny model learns much faster from numbered cells than from '.'
         return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"
+    if rendering == "spaced":
+        return "\n".join(" ".join(cells[r : r + 3]) for r in (0, 3, 6))
+    if (
+        rendering == "lines"
+    ):  # the rows, then the columns and the diagonals: every line as three adjacent cells
+        columns = "/".join(cells[c::3] for c in range(3))
+        return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}\n{columns}\n{cells[0::4]}/{cells[2:7:2]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
 
 
@@ -88,7 +101,11 @@ def reply_text(cell: int, reason: str | None = None) -> str:
 
 def user_message(status: str, board: str, rendering: str) -> str:
     """A full user turn: status line, then the board and available cells (`board`: the board, then the status)."""
-    if rendering == "board":  # the mark last, next to the reply: the token the move is predicted from
+    if rendering in (
+        "board",
+        "spaced",
+        "lines",
+    ):  # the mark last, next to the reply: the token the move is predicted from
         return f"{render_board(board, rendering)}\n{status}"
     return f"{status}\n{render_board(board, rendering)}"
 
@@ -96,6 +113,8 @@ def user_message(status: str, board: str, rendering: str) -> str:
 _GRID_ROW = r" (.) \| (.) \| (.)"
 _GRID = re.compile(rf"{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}\n---\+---\+---\n{_GRID_ROW}")
 _COMPACT = re.compile(r"(?m)^([XO.0-8]{3})/([XO.0-8]{3})/([XO.0-8]{3})$")  # compact or board
+_SPACED_ROW = r"([XO0-8]) ([XO0-8]) ([XO0-8])"
+_SPACED = re.compile(rf"(?m)^{_SPACED_ROW}\n{_SPACED_ROW}\n{_SPACED_ROW}$")
 
 
 def parse_board(text: str) -> str | None:
@@ -103,7 +122,7 @@ def parse_board(text: str) -> str | None:
     m = _GRID.search(text)
     if m:
         return "".join(c if c in "XO" else "." for c in m.groups())
-    m = _COMPACT.search(text)
+    m = _COMPACT.search(text) or _SPACED.search(text)
     if m is None:
         return None
     board = "".join(m.groups())

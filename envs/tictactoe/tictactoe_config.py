@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from envs.tictactoe.render import RENDERINGS
+
 # Disjoint seed ranges keep splits apart whatever their sizes: eval stays frozen when train grows.
 SPLIT_SEED_RANGES = {
     "train": (0, 700_000_000),
@@ -18,7 +20,8 @@ class TicTacToeConfig:
 
     rendering: str = "board"
     """Board text: "board" (the board with free cells numbered, `01X/3O5/678`, then the mark; no system prompt:
-    the shortest, for scratch models),
+    the shortest, for scratch models), "spaced" (`board` with a space between cells and a row per line: every
+    cell its own token in a pretrained BPE tokenizer, for chat models),
     "compact" (a one-line rule, the board and the free cells) or "grid" (readable by any chat LLM)."""
 
     reply_format: str = "move"
@@ -82,8 +85,8 @@ class TicTacToeConfig:
         low, high = self.random_move_prob = tuple(float(x) for x in self.random_move_prob)
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError(f"random_move_prob must be a range (low, high) within [0, 1], got {(low, high)}")
-        if self.rendering not in ("compact", "grid", "board"):
-            raise ValueError(f"rendering must be 'board', 'compact' or 'grid', got {self.rendering!r}")
+        if self.rendering not in RENDERINGS:
+            raise ValueError(f"rendering must be one of {', '.join(RENDERINGS)}, got {self.rendering!r}")
         if self.reply_format not in ("move", "think"):
             raise ValueError(f"reply_format must be 'move' or 'think', got {self.reply_format!r}")
         if self.history not in ("full", "current"):

@@ -126,7 +126,11 @@ def test_env_section_is_checked_against_the_env_config(params: dict) -> None:
             [0.0, "one"],
             "section 'env.tictactoe': key 'random_move_prob[1]' expects float, got str",
         ),
-        ("rendering", "fancy", "section 'env.tictactoe': rendering must be 'board', 'compact' or 'grid'"),
+        (
+            "rendering",
+            "fancy",
+            "section 'env.tictactoe': rendering must be one of grid, compact, board, spaced, lines",
+        ),
         ("seed", 3, "section 'env.tictactoe': ['seed'] are set by the pipeline (seed from generate)"),
     ]
     for key, value, expected in cases:

@@ -142,7 +142,7 @@ def test_game_api_reset_step():
 
 
 def test_renderings_round_trip_through_parse_board():
-    for rendering in ("grid", "compact"):
+    for rendering in ("grid", "compact", "board", "spaced", "lines"):
         for board in ("." * 9, "XO.X.O..X", "XOXOXOOXO"):
             assert parse_board(render_board(board, rendering)) == board
 
@@ -154,6 +154,13 @@ def test_grid_rendering_plays_the_same_game():
     )
     assert [e.state["board"] for e in grid.trajectories] == [e.state["board"] for e in compact.trajectories]
     assert "---+---+---" in grid.trajectories[0].messages[1]["content"]
+
+
+def test_spaced_gives_every_cell_its_own_line_position_and_keeps_the_mark_last():
+    text = user_message("O", "XX.O.O...", "spaced")
+    assert text == "X X 2\nO 4 O\n6 7 8\nO"
+    assert parse_board(text) == "XX.O.O..."
+    assert parse_board("X X 2\nO 4 O\n6 7 5") is None  # a digit that does not name its cell is no board
 
 
 def test_bad_settings_name_the_problem():

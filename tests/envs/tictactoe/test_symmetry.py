@@ -46,7 +46,14 @@ def played_games(rendering: str, reply_format: str) -> list[list[dict]]:
 
 @pytest.mark.parametrize(
     ("rendering", "reply_format"),
-    [("board", "move"), ("compact", "move"), ("grid", "think"), ("grid", "move")],
+    [
+        ("board", "move"),
+        ("spaced", "move"),
+        ("lines", "move"),
+        ("compact", "move"),
+        ("grid", "think"),
+        ("grid", "move"),
+    ],
 )
 def test_a_game_maps_to_the_game_on_the_mirrored_board(rendering: str, reply_format: str) -> None:
     env = load_environment("tictactoe", rendering=rendering, reply_format=reply_format)

@@ -80,18 +80,25 @@ def test_sft_and_grpo_read_the_env_prompt_through_the_models_template(project: P
     )
     learned = [t for t, m in zip(out["input_ids"], out["assistant_masks"], strict=True) if m]
     assert tokenizer.decode(learned) == row["messages"][-1]["content"] + "<|im_end|>"
-    # A GRPO decision prompt: the `board` rendering writes no system prompt, so SmolLM2's template puts its default
-    # one first; then the position (free cells as digits) and the model's mark, then the assistant's turn.
+    # A GRPO decision prompt: the `lines` rendering writes no system prompt, so SmolLM2's template puts its default
+    # one first; then the position's rows (free cells as digits), columns and diagonals, the model's mark, then the
+    # assistant's turn.
     params = read_params(project / "params.yaml")
     env = load_environment(**{"name": "tictactoe", **params["env"]["tictactoe"]})
     episode = env.start(env.get_dataset("eval")[0])
     prompt = tokenizer.decode(render_ids(tokenizer, env.observation(episode), True))
     assert prompt.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
-    assert re.search(r"<\|im_start\|>user\n[XO0-8]{3}/[XO0-8]{3}/[XO0-8]{3}\n[XO]<\|im_end\|>", prompt), (
-        prompt
+    cell, mark = "[XO0-8]", "[XO]"
+    shown = re.search(
+        rf"<\|im_start\|>user\n({cell}{{3}})/({cell}{{3}})/({cell}{{3}})\n(.+)\n(.+)\n{mark}<\|im_end\|>",
+        prompt,
     )
+    assert shown, prompt
+    rows = "".join(shown.groups()[:3])
+    columns = "/".join(rows[c::3] for c in range(3))
+    assert shown.group(4) == columns and shown.group(5) == f"{rows[0::4]}/{rows[2:7:2]}"
     assert prompt.endswith("<|im_start|>assistant\n")
-    assert len(render_ids(tokenizer, env.observation(episode), True)) < 80
+    assert len(render_ids(tokenizer, env.observation(episode), True)) < 100
     env.advance(episode, Reply("<move>4</move>"))  # the chat model's reply is read as the env's move
 
 

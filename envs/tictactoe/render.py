@@ -3,7 +3,8 @@
 `grid` is for any chat LLM (numbered empty cells, ASCII lines); `compact` is short, for tiny models; `board` is
 the shortest (no system prompt, the board with free cells numbered, then the model's mark): a scratch model
 trains on about 30 tokens a move instead of 80; `spaced` is `board` with a space between cells and a line per row,
-so a pretrained BPE tokenizer gives every cell a token of its own (`board`'s `XX` and `OO` are one token there).
+so a pretrained BPE tokenizer gives every cell a token of its own (`board`'s `XX` and `OO` are one token there);
+`lines` is `board`'s rows, then its columns and diagonals, each line three adjacent cells (the chat profile's).
 All read back with `parse_board`, so scripted players and the teacher server see the same text a model does.
 """
 
@@ -15,6 +16,7 @@ from functools import cache
 from envs.tictactoe.board import legal_moves
 
 RENDERINGS = ("grid", "compact", "board", "spaced", "lines")
+MARK_LAST = ("board", "spaced", "lines")  # renderings that show the board first and the model's mark last
 
 SYSTEM_PROMPTS = {
     ("grid", "think"): (
@@ -86,9 +88,9 @@ def render_board(board: str, rendering: str) -> str:
         return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"
     if rendering == "spaced":
         return "\n".join(" ".join(cells[r : r + 3]) for r in (0, 3, 6))
-    if (
-        rendering == "lines"
-    ):  # the rows, then the columns and the diagonals: every line as three adjacent cells
+    if rendering == "lines":
+        # The rows, then the columns and the diagonals: every line three adjacent cells (measured: a chat model errs
+        # on half as many positions as with `board`, whose columns and diagonals lie 4-8 tokens apart).
         columns = "/".join(cells[c::3] for c in range(3))
         return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}\n{columns}\n{cells[0::4]}/{cells[2:7:2]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
@@ -100,12 +102,8 @@ def reply_text(cell: int, reason: str | None = None) -> str:
 
 
 def user_message(status: str, board: str, rendering: str) -> str:
-    """A full user turn: status line, then the board and available cells (`board`: the board, then the status)."""
-    if rendering in (
-        "board",
-        "spaced",
-        "lines",
-    ):  # the mark last, next to the reply: the token the move is predicted from
+    """A full user turn: status line, then the board and available cells (MARK_LAST: the board, then the status)."""
+    if rendering in MARK_LAST:  # the mark next to the reply: the token the move is predicted from
         return f"{render_board(board, rendering)}\n{status}"
     return f"{status}\n{render_board(board, rendering)}"
 

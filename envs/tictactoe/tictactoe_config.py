@@ -21,8 +21,9 @@ class TicTacToeConfig:
     rendering: str = "board"
     """Board text: "board" (the board with free cells numbered, `01X/3O5/678`, then the mark; no system prompt:
     the shortest, for scratch models), "spaced" (`board` with a space between cells and a row per line: every
-    cell its own token in a pretrained BPE tokenizer, for chat models),
-    "compact" (a one-line rule, the board and the free cells) or "grid" (readable by any chat LLM)."""
+    cell its own token in a pretrained BPE tokenizer), "lines" (`board`'s rows, then its columns and diagonals,
+    each line three adjacent cells: for chat models), "compact" (a one-line rule, the board and the free cells)
+    or "grid" (readable by any chat LLM)."""
 
     reply_format: str = "move"
     """What the model answers: "move" (`<move>N</move>` alone: the decision is the whole reply, for tiny

@@ -36,10 +36,6 @@ SYSTEM_PROMPTS = {
     ("compact", "move"): "Tic-tac-toe, cells 0-8 row by row. Answer <move>N</move>.",
     ("board", "think"): "Answer <think>...</think><move>N</move>.",
     ("board", "move"): "",
-    ("spaced", "think"): "Answer <think>...</think><move>N</move>.",
-    ("spaced", "move"): "",
-    ("lines", "think"): "Answer <think>...</think><move>N</move>.",
-    ("lines", "move"): "",
 }
 
 # Every status line names the model's mark, so a model that reads only the current turn knows its side.
@@ -69,7 +65,9 @@ STATUS = {
         "format": "{mark} bad",
     },
 }
-STATUS["spaced"] = STATUS["lines"] = STATUS["board"]
+for _rendering in MARK_LAST[1:]:  # the other board-first renderings read like `board`
+    STATUS[_rendering] = STATUS["board"]
+    SYSTEM_PROMPTS.update({(_rendering, f): SYSTEM_PROMPTS["board", f] for f in ("think", "move")})
 
 
 @cache
@@ -84,15 +82,16 @@ def render_board(board: str, rendering: str) -> str:
         return f"Board:\n{grid}\nAvailable: {', '.join(map(str, moves))}"
     if rendering == "compact":
         return f"{board[:3]}/{board[3:6]}/{board[6:]}\nmoves {''.join(map(str, moves))}"
+    numbered = f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"  # the rows, free cells by number
     if rendering == "board":  # measured: a tiny model learns much faster from numbered cells than from '.'
-        return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}"
+        return numbered
     if rendering == "spaced":
         return "\n".join(" ".join(cells[r : r + 3]) for r in (0, 3, 6))
     if rendering == "lines":
         # The rows, then the columns and the diagonals: every line three adjacent cells (measured: a chat model errs
         # on half as many positions as with `board`, whose columns and diagonals lie 4-8 tokens apart).
         columns = "/".join(cells[c::3] for c in range(3))
-        return f"{cells[:3]}/{cells[3:6]}/{cells[6:]}\n{columns}\n{cells[0::4]}/{cells[2:7:2]}"
+        return f"{numbered}\n{columns}\n{cells[0::4]}/{cells[2:7:2]}"
     raise ValueError(f"unknown rendering {rendering!r}; choose one of {RENDERINGS}")
 
 

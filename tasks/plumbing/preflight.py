@@ -40,10 +40,10 @@ def problems(params: Params) -> list[str]:
         )
         found.append(f"evaluate.games / evaluate.opponents: {exc}{hint}")
     grpo = params.grpo
-    try:  # the rollout GRPO will build: decision rollouts check play_on and explore against the env
+    try:  # the rollout GRPO will build: decision rollouts check play_on, explore, branch_at against the env
         rollout_func(env, grpo.rollout())
     except ValueError as exc:  # MissingCapability included
-        found.append(f"grpo.play_on / grpo.explore: {exc}")
+        found.append(f"grpo.play_on / grpo.explore / grpo.branch_at: {exc}")
     budgets = reply_budgets(params, env)
     evaluated, replayed = budgets["evaluate.max_new_tokens"], budgets["register.max_new_tokens"]
     if evaluated != replayed:  # the champion must answer the candidate's suite with the candidate's budget

@@ -382,6 +382,9 @@ class GRPO(Section):
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
+    branch_at: Literal["depth", "mistake"] = RolloutConfig.branch_at
+    """Decision rollouts: each group answers the position after a seeded prefix of sampled turns ("depth"), or
+    where the model, greedy, loses the most reward by its own reply ("mistake") (`RolloutConfig.branch_at`)."""
     max_completion_length: int | None = Field(None, ge=1)
     """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
     included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/suite.py),
@@ -404,7 +407,7 @@ class GRPO(Section):
 
     def rollout(self) -> RolloutConfig:
         """The rollout settings the stages train with."""
-        return RolloutConfig(play_on=self.play_on, explore=self.explore)
+        return RolloutConfig(play_on=self.play_on, explore=self.explore, branch_at=self.branch_at)
 
     @model_validator(mode="before")
     @classmethod

@@ -48,7 +48,7 @@ def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_t
     found = preflight.problems(params)
     assert [p.split(":")[0] for p in found] == [
         "evaluate.games / evaluate.opponents",
-        "grpo.play_on / grpo.explore",
+        "grpo.play_on / grpo.explore / grpo.branch_at",
     ]
     assert "stratum-9" in found[0] and "ExpectedOutcomes" in found[1] and "play_on='sample'" in found[1]
     with pytest.raises(

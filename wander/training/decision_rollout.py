@@ -17,7 +17,13 @@ current model follows it up (measured on tic-tac-toe: the same plateau as "expec
 per step; docs/experiments/training-report.md). Episode logic is the environment's own
 (`start`/`advance`/`observation`/`score`), the same code `env.evaluate` runs.
 
-"expected", "best" and `explore` need capabilities only some envs have (wander/core/capabilities.py):
+With `branch_at="mistake"` the branch is not drawn but found: the position where the current model, greedy, loses
+the most reward by its own reply (`mistake_positions`). Measured on the chat model after SFT (tic-tac-toe): its
+greedy move is wrong in 11% of the positions evaluation asks, mostly late in a game where a prefix of 0-3 sampled
+turns seldom leads, while its sampled moves there find the right one a quarter of the time: groups at those
+positions are the ones whose gradient changes what greedy play does (docs/experiments/chat-model.md).
+
+"expected", "best", `explore` and "mistake" need capabilities only some envs have (wander/core/capabilities.py):
 `ExpectedOutcomes`, `BestOutcomes` and `CandidateReplies`; `DecisionRollout` refuses an env without the one it
 needs (`MissingCapability`, naming it).
 """
@@ -25,6 +31,7 @@ needs (`MissingCapability`, naming it).
 from __future__ import annotations
 
 import functools
+import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +42,7 @@ from wander.core.episode import Episode
 from wander.core.policy import Message, Policy, Reply
 from wander.training.chat_tokens import render_ids
 from wander.training.episode_data import spec_of
-from wander.training.rollout_config import PLAY_ON
+from wander.training.rollout_config import BRANCH_AT, PLAY_ON
 
 # observations -> (prompt ids, completion ids, sampling logprobs or None, decoded replies), one per observation
 TurnFn = Callable[
@@ -72,6 +79,43 @@ def branch_depth(spec: dict, max_depth: int) -> int:
     return (int(spec.get("seed", 0)) * 2654435761 >> 7) % max_depth
 
 
+def opponent_variant(spec: dict, k: int) -> dict:
+    """The spec with its k-th seed drawn from its own (k = 0: the spec itself): the same task, other luck."""
+    if k == 0:
+        return spec
+    return {**spec, "seed": random.Random(f"{spec.get('seed', 0)}/{k}").randrange(2**31)}
+
+
+def mistake_positions(
+    env: Environment, specs: list[dict], policy: Policy, tries: int
+) -> list[tuple[Episode | None, float]]:
+    """Per spec, the position where deterministic `policy` loses the most reward by its own reply over `tries`
+    games (`opponent_variant`s of the spec), and that loss: its reply's reward with the env's best play after it
+    (`best_outcomes`) below the best candidate reply's. (None, 0.0) where no reply of it loses any."""
+    games = [(g, env.start(opponent_variant(spec, k))) for g, spec in enumerate(specs) for k in range(tries)]
+    found: list[tuple[Episode | None, float]] = [(None, 0.0)] * len(specs)
+    while live := [(g, ep) for g, ep in games if not ep.done]:
+        # Games of one side open alike: each distinct position is asked once (the policy is deterministic).
+        observations = [env.observation(ep) for _, ep in live]
+        keys = [json.dumps(o, sort_keys=True) for o in observations]
+        asked = dict(zip(keys, observations, strict=True))
+        answers = dict(zip(asked, policy(list(asked.values())), strict=True))
+        replies = [answers[k] for k in keys]
+        candidates = [[Reply(c) for c in env.candidate_replies(ep)] for _, ep in live]
+        branches = [
+            (ep, r)
+            for (_, ep), cs, reply in zip(live, candidates, replies, strict=True)
+            for r in [reply, *cs]
+        ]
+        rewards = iter(o["reward"] for o in env.best_outcomes(branches))
+        for (g, ep), cs, reply in zip(live, candidates, replies, strict=True):
+            own, best = next(rewards), max(next(rewards) for _ in cs)
+            if best - own > found[g][1] + 1e-9:  # the first of equal losses: the earliest position
+                found[g] = (ep.fork(), best - own)
+            env.advance(ep, reply)
+    return found
+
+
 def play_decisions(
     env: Environment,
     specs: list[dict],
@@ -81,16 +125,20 @@ def play_decisions(
     play_on: TurnFn | None = None,
     expect: ExpectFn | None = None,
     explore: ExploreFn | None = None,
+    found: list[Episode | None] | None = None,
 ) -> list[dict]:
     """One decision sample per spec: groups share a prefix, then branch; later turns by `play_on` (else `turn`),
     or, with `expect`, no later turns: each episode's reward and values are its expected ones after the branch.
-    `explore` may replace some branch moves of each group by untried ones before they are played."""
+    `explore` may replace some branch moves of each group by untried ones before they are played. `found` gives
+    groups their branch position instead (one per group; None = the prefix)."""
     if len(specs) % group_size:
         raise ValueError(f"{len(specs)} specs do not split into groups of {group_size}")
     groups = [specs[i] for i in range(0, len(specs), group_size)]
+    found = found or [None] * len(groups)
     prefixes = [env.start(spec) for spec in groups]
-    depths = [branch_depth(spec, max_depth) for spec in groups]
-    branch_points = [ep.fork() for ep in prefixes]  # the latest live position of each prefix
+    depths = [0 if at else branch_depth(spec, max_depth) for spec, at in zip(groups, found, strict=True)]
+    # the latest live position of each prefix, or the one found
+    branch_points = [at if at else ep.fork() for ep, at in zip(prefixes, found, strict=True)]
     for depth in range(max_depth):
         live = [i for i, ep in enumerate(prefixes) if not ep.done and depth < depths[i]]
         if not live:
@@ -154,7 +202,14 @@ def _play_turn(
 class DecisionRollout:
     """TRL `rollout_func(prompts, trainer)`: one decision per sample, scored by the episode it leads to."""
 
-    def __init__(self, env: Environment, max_depth: int = 4, play_on: str = "sample", explore: float = 0.0):
+    def __init__(
+        self,
+        env: Environment,
+        max_depth: int = 4,
+        play_on: str = "sample",
+        explore: float = 0.0,
+        branch_at: str = "depth",
+    ):
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
         if not 0.0 <= explore < 1.0:
@@ -169,7 +224,18 @@ class DecisionRollout:
             require(env, ExpectedOutcomes, "play_on='expected'", "use play_on='sample' or 'greedy'")
         if play_on == "best":
             require(env, BestOutcomes, "play_on='best'", "use play_on='sample', 'greedy' or 'expected'")
+        if branch_at not in BRANCH_AT:
+            raise ValueError(f"branch_at must be one of {BRANCH_AT}, got {branch_at!r}")
+        if branch_at == "mistake":
+            for capability in (BestOutcomes, CandidateReplies):
+                require(
+                    env,
+                    capability,
+                    "branch_at='mistake' (finding the model's mistakes)",
+                    "use branch_at='depth'",
+                )
         self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
+        self.branch_at = branch_at
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
@@ -197,7 +263,19 @@ class DecisionRollout:
             raise NotImplementedError(
                 "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
             )
-        greedy = _greedy_policy(trainer, template_kwargs) if self.play_on in ("greedy", "expected") else None
+        greedy = None
+        if self.play_on in ("greedy", "expected") or self.branch_at == "mistake":
+            greedy = _greedy_policy(trainer, template_kwargs)
+        specs = [spec_of(p) for p in prompts]
+        found = None
+        if self.branch_at == "mistake":
+            group_specs = specs[:: trainer.num_generations]
+            mistakes = mistake_positions(self.env, group_specs, greedy, trainer.num_generations)
+            found = [at for at, _ in mistakes]
+            # TRL averages `_metrics` into each logged step: how often a group found a mistake, and its cost.
+            metrics = trainer._metrics["train"]
+            metrics["branch/mistake_share"].append(sum(at is not None for at in found) / len(found))
+            metrics["branch/mistake_loss"].append(sum(loss for _, loss in mistakes) / len(mistakes))
         expect = None  # the capability checked in __init__
         if self.play_on == "expected":
             expect = functools.partial(self.env.expected_outcomes, policy=greedy)
@@ -205,13 +283,14 @@ class DecisionRollout:
             expect = self.env.best_outcomes
         samples = play_decisions(
             self.env,
-            [spec_of(p) for p in prompts],
+            specs,
             trainer.num_generations,
             turn,
             self.max_depth,
             play_on=_texts_of(greedy) if self.play_on == "greedy" else None,
             expect=expect,
             explore=untried_moves(self.env, tokenizer, self.explore) if self.explore else None,
+            found=found,
         )
         episodes = [s["episode"] for s in samples]
         return {

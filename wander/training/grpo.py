@@ -184,12 +184,12 @@ class EpisodeRollout:
 
 def rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
     """GRPO's rollout_func for `env`: whole episodes as one sequence, or one decision per sample when turns read a
-    fresh observation (its play_on and explore options checked against the env's capabilities)."""
+    fresh observation (its play_on, explore and branch_at options checked against the env's capabilities)."""
     if getattr(env, "full_history", True):
         return EpisodeRollout(env, rollout.max_episode_tokens)
     from wander.training.decision_rollout import DecisionRollout
 
-    return DecisionRollout(env, play_on=rollout.play_on, explore=rollout.explore)
+    return DecisionRollout(env, play_on=rollout.play_on, explore=rollout.explore, branch_at=rollout.branch_at)
 
 
 def _any_live(trainer: Any) -> Callable[[bool], bool]:

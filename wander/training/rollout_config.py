@@ -9,6 +9,8 @@ from wander.core.tool_env import ToolEnv
 
 # What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
 PLAY_ON = ("sample", "greedy", "expected", "best")
+# Where a decision rollout's group branches (`RolloutConfig.branch_at`, `DecisionRollout`).
+BRANCH_AT = ("depth", "mistake")
 
 
 @dataclass
@@ -55,6 +57,13 @@ class RolloutConfig:
             GRPO decision rollouts only: the share of each group's samples whose branch move is one the group's
             sampled moves did not try (from `env.candidate_replies`), so a confident model still measures its other
             moves. Off-policy: the loss treats them as sampled. Not with vLLM generation.
+        branch_at (`str`, *optional*, defaults to `"depth"`):
+            GRPO decision rollouts only: the position each group's samples answer. `"depth"`: after a prefix of
+            sampled model turns whose length is drawn from the spec's seed. `"mistake"`: where the current model,
+            greedy, loses the most reward by its own reply: each group plays `num_generations` greedy games against
+            its spec's opponent (opponent seeds drawn from the spec's), every reply valued against the env's best
+            candidate (`env.best_outcomes` over `env.candidate_replies`); a group whose games hold no such reply
+            branches as with `"depth"`. The positions evaluation finds the greedy model wrong are the ones trained.
     """
 
     split: str = "train"
@@ -65,6 +74,7 @@ class RolloutConfig:
     tool_protocol: str = "environment_factory"
     play_on: str = "sample"
     explore: float = 0.0
+    branch_at: str = "depth"
 
     def __post_init__(self) -> None:
         if self.num_rows is not None and self.num_rows < 1:
@@ -77,6 +87,8 @@ class RolloutConfig:
             raise ValueError(f"play_on must be one of {PLAY_ON}, got {self.play_on!r}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {self.explore}")
+        if self.branch_at not in BRANCH_AT:
+            raise ValueError(f"branch_at must be one of {BRANCH_AT}, got {self.branch_at!r}")
 
     def to_dict(self) -> dict:
         """The config as a plain dict (for params files and MLflow)."""

@@ -5,26 +5,34 @@ from __future__ import annotations
 import pytest
 import torch
 
-from envs.tictactoe.board import optimal_moves
+from envs.tictactoe.board import legal_moves, optimal_moves
+from envs.tictactoe.exact import best_move
 from envs.tictactoe.players import MinimaxPlayer, board_of
 from wander import Reply, load_environment
 from wander.core.capabilities import MissingCapability
 from wander.eval.curves import curve_points
 from wander.policies.scratch_model import load_tokenizer
 from wander.training import RolloutConfig, trainer_spec
-from wander.training.decision_rollout import DecisionRollout, branch_depth, play_decisions, untried_moves
+from wander.training.decision_rollout import (
+    DecisionRollout,
+    branch_depth,
+    mistake_positions,
+    opponent_variant,
+    play_decisions,
+    untried_moves,
+)
 from wander.training.learning_curve import LearningCurveCallback
 
 from .conftest import cpu_args
 
 
-def scripted_turn(tokenizer, seed: int = 0):
-    """A 'model' that samples: minimax with random slips, so branches of one group can differ."""
-    player = MinimaxPlayer(0.5, seed=seed)
+def scripted_turn(tokenizer, seed: int = 0, choose=None):
+    """A 'model' that samples: minimax with random slips, so branches of one group can differ (or `choose`)."""
+    choose = choose or MinimaxPlayer(0.5, seed=seed).choose
 
     def turn(conversations):
         prompts = [tokenizer.apply_chat_template(c, add_generation_prompt=True) for c in conversations]
-        texts = [f"<move>{player.choose(board_of(c))}</move>" for c in conversations]
+        texts = [f"<move>{choose(board_of(c))}</move>" for c in conversations]
         completions = [tokenizer.encode(t) + [tokenizer.eos_token_id] for t in texts]
         return prompts, completions, None, texts
 
@@ -143,12 +151,71 @@ def test_explored_moves_are_the_moves_played(tiny_model):
         assert not set(moves[2:]) & set(moves[:2]) or len(set(moves)) == len(set(moves[:2]))
 
 
+def lowest_cell(board: str) -> int:
+    """A deterministic player that takes the lowest free cell: it misses wins and blocks."""
+    return legal_moves(board)[0]
+
+
+def first_cell(conversations):
+    """`lowest_cell` as a policy."""
+    return [Reply(f"<move>{lowest_cell(board_of(c))}</move>") for c in conversations]
+
+
+def test_mistake_positions_find_where_greedy_play_loses_the_most_reward():
+    env = load_environment("tictactoe", history="current", num_train=64)
+    specs = env.get_dataset("train").select(range(8)).to_list()
+    found = mistake_positions(env, specs, first_cell, tries=3)
+    assert len(found) == 8 and all(at is not None and loss > 0 for at, loss in found)
+    for spec, (at, loss) in zip(specs, found, strict=True):
+        assert not at.done and at.spec["random_move_prob"] == spec["random_move_prob"]
+        assert at.spec["seed"] in {opponent_variant(spec, k)["seed"] for k in range(3)}
+        # The loss is the reward the player's own move gives up against the best candidate, with best play after.
+        own = first_cell([env.observation(at)])[0]
+        replies = [own] + [Reply(c) for c in env.candidate_replies(at)]
+        rewards = [o["reward"] for o in env.best_outcomes([(at, r) for r in replies])]
+        assert loss == pytest.approx(max(rewards[1:]) - rewards[0])
+        # No position of the same games costs more: replay them and value every move.
+        for k in range(3):
+            game = env.start(opponent_variant(spec, k))
+            while not game.done:
+                move = first_cell([env.observation(game)])[0]
+                outs = env.best_outcomes(
+                    [(game, r) for r in [move] + [Reply(c) for c in env.candidate_replies(game)]]
+                )
+                assert max(o["reward"] for o in outs[1:]) - outs[0]["reward"] <= loss + 1e-9
+                env.advance(game, move)
+    assert opponent_variant(specs[0], 0) is specs[0] and opponent_variant(specs[0], 1) == opponent_variant(
+        specs[0], 1
+    )
+
+
+def test_a_player_that_makes_no_mistake_leaves_every_group_to_its_seeded_prefix(tiny_model):
+    env = load_environment("tictactoe", history="current", random_move_prob=[0.0, 0.0], num_train=64)
+    specs = env.get_dataset("train").select(range(8)).to_list()
+
+    def best(conversations):  # the env's own best play against this opponent (skill 0)
+        return [Reply(f"<move>{best_move(board_of(c), 0.0)}</move>") for c in conversations]
+
+    assert mistake_positions(env, specs, best, tries=2) == [(None, 0.0)] * 8
+    # Groups given a position answer it; the others branch after their seeded prefix, as without `found`.
+    tokenizer = load_tokenizer(tiny_model)
+    at, _ = mistake_positions(env, specs[:1], first_cell, tries=1)[0]
+    grouped = [spec for spec in specs[:2] for _ in range(4)]
+    turn = scripted_turn(tokenizer, choose=lowest_cell)
+    samples = play_decisions(env, grouped, 4, turn, found=[at, None])
+    plain = play_decisions(env, grouped, 4, turn)
+    position = tokenizer.apply_chat_template(env.observation(at), add_generation_prompt=True)
+    assert all(s["prompt_ids"] == position for s in samples[:4])
+    assert [s["prompt_ids"] for s in samples[4:]] == [s["prompt_ids"] for s in plain[4:]]
+
+
 @pytest.mark.parametrize(
     ("setting", "capability", "member"),
     [
         ({"play_on": "expected"}, "ExpectedOutcomes", "expected_outcomes"),
         ({"play_on": "best"}, "BestOutcomes", "best_outcomes"),
         ({"explore": 0.5}, "CandidateReplies", "candidate_replies"),
+        ({"branch_at": "mistake"}, "BestOutcomes", "best_outcomes"),
     ],
 )
 def test_a_rollout_that_needs_a_capability_names_it_when_the_env_lacks_it(setting, capability, member):
@@ -159,17 +226,18 @@ def test_a_rollout_that_needs_a_capability_names_it_when_the_env_lacks_it(settin
     message = str(refused.value)
     assert f"the {capability} capability" in message and f"`{member}`" in message
     assert "'reverse_text' does not have it: " in message and (
-        "use play_on=" in message or "explore to 0" in message
+        "use play_on=" in message or "explore to 0" in message or "use branch_at='depth'" in message
     )
-    rollout = DecisionRollout(load_environment("tictactoe"), **setting)  # tic-tac-toe opts into all three
-    assert (rollout.play_on, rollout.explore) == (
+    rollout = DecisionRollout(load_environment("tictactoe"), **setting)  # tic-tac-toe opts into all of them
+    assert (rollout.play_on, rollout.explore, rollout.branch_at) == (
         setting.get("play_on", "sample"),
         setting.get("explore", 0.0),
+        setting.get("branch_at", "depth"),
     )
     assert DecisionRollout(load_environment("reverse_text")).play_on == "sample"  # sampled play-on needs none
 
 
-def decision_trainer(sft_model, tmp_path, explore: float = 0.5):
+def decision_trainer(sft_model, tmp_path, explore: float = 0.5, branch_at: str = "depth"):
     """A 2-step GRPO trainer on a current-history env (decision rollouts), from the short SFT model."""
     from trl import GRPOConfig, GRPOTrainer
 
@@ -186,12 +254,13 @@ def decision_trainer(sft_model, tmp_path, explore: float = 0.5):
     )
     # Half of each group plays moves the group did not sample: the short SFT start may make every sampled move
     # invalid (on some CPUs it does), and a group whose samples all score alike gives no gradient.
-    rollout = RolloutConfig(explore=explore)
+    rollout = RolloutConfig(explore=explore, branch_at=branch_at)
     return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args, rollout=rollout)
 
 
-def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path):
-    env, trainer = decision_trainer(sft_model, tmp_path)
+@pytest.mark.parametrize("branch_at", ["depth", "mistake"])
+def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path, branch_at):
+    env, trainer = decision_trainer(sft_model, tmp_path, branch_at=branch_at)
     assert isinstance(trainer.rollout_func, DecisionRollout)
     curve = LearningCurveCallback(env, trainer, every=2)
     trainer.add_callback(curve)
@@ -211,6 +280,10 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
     for out in rollouts:
         assert all(set(mask) == {1} for mask in out["env_mask"])  # a sample is one model turn, no env tokens
         assert all(len(ids) <= 16 for ids in out["completion_ids"])
+    # Mistake branching logs how many groups found a mistake of the greedy model and what it cost.
+    logged = [h for h in trainer.state.log_history if "branch/mistake_share" in h]
+    assert len(logged) == (2 if branch_at == "mistake" else 0)
+    assert all(0.0 <= h["branch/mistake_share"] <= 1.0 and h["branch/mistake_loss"] >= 0.0 for h in logged)
 
 
 def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):

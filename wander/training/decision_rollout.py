@@ -109,7 +109,8 @@ def mistake_positions(
         ]
         rewards = iter(o["reward"] for o in env.best_outcomes(branches))
         for (g, ep), cs, reply in zip(live, candidates, replies, strict=True):
-            own, best = next(rewards), max(next(rewards) for _ in cs)
+            own = next(rewards)
+            best = max((next(rewards) for _ in cs), default=own)
             if best - own > found[g][1] + 1e-9:  # the first of equal losses: the earliest position
                 found[g] = (ep.fork(), best - own)
             env.advance(ep, reply)

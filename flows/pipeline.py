@@ -32,6 +32,7 @@ from typing import IO
 from prefect import flow, get_run_logger, task
 from prefect.exceptions import TerminationSignal
 
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.process_tree import WATCH_PID_ENV, exit_after, start_group, stop_group, stop_on_signals
 
 # Stages that talk to the outside world (a teacher API) get retries; the rest fail fast.
@@ -190,9 +191,30 @@ def _held_to(worst: dict[str, dict]) -> str:
     )
 
 
+def stage_lines(matrix: dict, rows: list[str], suite: EvaluationSuite) -> list[str]:
+    """Each row's headline metric over every cell with its 95% interval, and a greedy row's exact results where the
+    evaluation has them (the suite's chosen opponent / metric pairs): what each stage added."""
+    metric = suite.metric(suite.headline)
+    picks = suite.report.extremes
+    lines = [f"each stage: {metric.label or metric.name} over every cell [95% interval]"]
+    for row in rows:
+        overall = matrix["policies"][row]["overall"]
+        value, low, high = (overall.get(metric.name + k) for k in ("", "_ci_low", "_ci_high"))
+        text = f"  {row:<14} " + (f"{value:.3f}" if value is not None else "-")
+        text += f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+        exact = matrix.get("exact", {}).get(row)
+        if exact:
+            opponents = list(matrix["policies"][row]["opponents"])
+            text += "   exact " + ", ".join(
+                f"{opponents[i]} {name} {exact[opponents[i]][name]:.3f}" for i, name in picks
+            )
+        lines.append(text)
+    return lines
+
+
 def summary(root: Path, run_id: str | None = None) -> str:
-    """What a person wants after a run: the candidate against the teacher per opponent, its reply budgets, games
-    per cell and the env's recipe as the stages read them, and where to look."""
+    """What a person wants after a run: the candidate against the teacher per opponent, each stage's headline
+    metric, its reply budgets, games per cell and the env's recipe as the stages read them, and where to look."""
     import yaml
 
     from tasks.plumbing.params import PARAMS_FILE, load_params
@@ -233,12 +255,15 @@ def summary(root: Path, run_id: str | None = None) -> str:
             lines.append(
                 "  and one that also never gives up the game's value (a strong player): " + _held_to(sound)
             )
+    checked = load_params(root / PARAMS_FILE)
+    env = load_environment(**checked.env.kwargs())
+    lineage = [r for r in dict.fromkeys([*params["evaluate"]["policies"], teacher]) if r in metrics]
+    lines += stage_lines(matrix, lineage, env.evaluation_suite())
     if registered:
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")
     # The reply budgets and games per cell, null ones resolved from the run's env as its stages resolved them.
-    checked = load_params(root / PARAMS_FILE)
-    lines.append(budget_line(checked, load_environment(**checked.env.kwargs())))
+    lines.append(budget_line(checked, env))
     lines.append(recipe_line(params))
     lines += [
         f"report: {eval_dir / 'report.md'}  plots: {eval_dir}/*.png",

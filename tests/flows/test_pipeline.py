@@ -73,6 +73,14 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     worst = matrix["worst_case"]["grpo-polish"]
     assert f"knows its every move: as X {worst['X']['outcome']}" in out
     assert f"(a strong player): as X {worst['X']['sound']['outcome']}" in out
+    # And what each stage added: the headline over every cell with its interval, a model row's exact results.
+    assert "each stage: non-loss over every cell [95% interval]" in out
+    for row in ("base", "sft", "grpo-wide", "grpo-strong", "grpo-polish", "teacher"):
+        o = matrix["policies"][row]["overall"]
+        line = f"  {row:<14} {o['non_loss']:.3f} [{o['non_loss_ci_low']:.3f}, {o['non_loss_ci_high']:.3f}]"
+        assert line in out, row
+    sft = matrix["exact"]["sft"]
+    assert f"exact random win {sft['random']['win']:.3f}, random loss {sft['random']['loss']:.3f}" in out
 
     mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")

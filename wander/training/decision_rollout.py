@@ -136,10 +136,12 @@ def play_decisions(
         raise ValueError(f"{len(specs)} specs do not split into groups of {group_size}")
     groups = [specs[i] for i in range(0, len(specs), group_size)]
     found = found or [None] * len(groups)
-    prefixes = [env.start(spec) for spec in groups]
-    depths = [0 if at else branch_depth(spec, max_depth) for spec, at in zip(groups, found, strict=True)]
-    # the latest live position of each prefix, or the one found
-    branch_points = [at if at else ep.fork() for ep, at in zip(prefixes, found, strict=True)]
+    # A position found is its group's prefix already played: no start, no turns.
+    prefixes = [env.start(spec) if at is None else at for spec, at in zip(groups, found, strict=True)]
+    depths = [
+        branch_depth(spec, max_depth) if at is None else 0 for spec, at in zip(groups, found, strict=True)
+    ]
+    branch_points = [ep.fork() for ep in prefixes]  # the latest live position of each prefix
     for depth in range(max_depth):
         live = [i for i, ep in enumerate(prefixes) if not ep.done and depth < depths[i]]
         if not live:

@@ -142,7 +142,8 @@ def signal_group(pgid: int, sig: int) -> None:
 
 def stop_when_gone(pid: int | None = None, grace: float = 5.0) -> threading.Thread:
     """Watch `pid` (default: the parent) from a daemon thread; when it ends, SIGTERM this process (its own stop
-    handling runs), and `grace` seconds later kill its descendants and `os._exit`."""
+    handling runs), and `grace` seconds later kill its descendants and `os._exit`. A forked child should pass the
+    pid its parent had before the fork: a parent already gone when this runs leaves no parent to watch."""
     parent = pid is None
     pid = os.getppid() if pid is None else pid
     fd = _pidfd(pid)

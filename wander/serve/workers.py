@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import socket
 from typing import Any
@@ -54,7 +55,12 @@ def reuseport_sockets(host: str, port: int, count: int) -> list[socket.socket]:
 
 
 def _run_worker(
-    env: Environment, sockets: list[socket.socket], index: int, share: int, app_options: dict[str, Any]
+    env: Environment,
+    sockets: list[socket.socket],
+    index: int,
+    share: int,
+    app_options: dict[str, Any],
+    supervisor: int,
 ) -> None:
     """One worker process: openenv's server for `env` on its own socket, capped at its share of the sessions."""
     import uvicorn
@@ -68,7 +74,9 @@ def _run_worker(
     # The supervisor's own signal handling came along too; uvicorn handles SIGTERM and SIGINT itself (a graceful
     # shutdown) and re-raises the signal once done, which should then end this process quietly.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    stop_when_gone()  # a supervisor killed outright (SIGKILL) must not leave its workers serving
+    # A supervisor killed outright (SIGKILL) must not leave its workers serving; its pid, taken before the fork,
+    # covers a supervisor killed before this line runs too (the default, the parent, would then be init).
+    stop_when_gone(supervisor)
     options = {**app_options, "max_sessions": share, "reset_stream": index}  # each worker its own seed stream
     app = create_env_app(env, **options)
     config = uvicorn.Config(app, log_level="info", **uvicorn_options(options))
@@ -97,7 +105,7 @@ def serve_env_workers(
     procs = [
         context.Process(
             target=_run_worker,
-            args=(env, sockets, i, share, app_options),
+            args=(env, sockets, i, share, app_options, os.getpid()),
             name=f"wander-serve-{i}",
             daemon=True,
         )

@@ -382,9 +382,10 @@ class GRPO(Section):
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
-    branch_at: Literal["depth", "mistake"] = RolloutConfig.branch_at
+    branch_at: Literal["depth", "mistake", "token"] = RolloutConfig.branch_at
     """Decision rollouts: each group answers the position after a seeded prefix of sampled turns ("depth"), or
-    where the model, greedy, loses the most reward by its own reply ("mistake") (`RolloutConfig.branch_at`)."""
+    where the model, greedy, loses the most reward by its own reply ("mistake"); a single-turn env's groups differ
+    at one token of the greedy reply, the one the model is least sure of ("token") (`RolloutConfig.branch_at`)."""
     max_completion_length: int | None = Field(None, ge=1)
     """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
     included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/suite.py),

@@ -63,6 +63,15 @@ def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_t
     )
 
 
+def test_token_branching_is_found_up_front_for_an_env_of_several_turns_and_accepted_for_a_single_turn_one():
+    (found,) = preflight.problems(_params(grpo={"branch_at": "token"}))  # tic-tac-toe: turns, not one reply
+    assert found.startswith(
+        "grpo.play_on / grpo.explore / grpo.branch_at: branch_at='token' trains one token"
+    )
+    assert "use branch_at='depth'" in found
+    assert preflight.problems(_params(env={"name": "reverse_text"}, grpo={"branch_at": "token"})) == []
+
+
 def test_the_command_exits_2_with_the_problems(tmp_path, capsys):
     import yaml
 

@@ -184,7 +184,12 @@ class EpisodeRollout:
 
 def rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
     """GRPO's rollout_func for `env`: whole episodes as one sequence, or one decision per sample when turns read a
-    fresh observation (its play_on, explore and branch_at options checked against the env's capabilities)."""
+    fresh observation (its play_on, explore and branch_at options checked against the env's capabilities), or one
+    token per group of a single-turn env's reply (branch_at "token")."""
+    if rollout.branch_at == "token":
+        from wander.training.token_branch import TokenBranchRollout
+
+        return TokenBranchRollout(env)
     if getattr(env, "full_history", True):
         return EpisodeRollout(env, rollout.max_episode_tokens)
     from wander.training.decision_rollout import DecisionRollout

@@ -9,8 +9,9 @@ from wander.core.tool_env import ToolEnv
 
 # What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).
 PLAY_ON = ("sample", "greedy", "expected", "best")
-# Where a decision rollout's group branches (`RolloutConfig.branch_at`, `DecisionRollout`).
-BRANCH_AT = ("depth", "mistake")
+# Where a group branches (`RolloutConfig.branch_at`): a decision rollout's (`DecisionRollout`) or, for a single-turn
+# env, at a token (`TokenBranchRollout`).
+BRANCH_AT = ("depth", "mistake", "token")
 
 
 @dataclass
@@ -64,6 +65,9 @@ class RolloutConfig:
             its spec's opponent (opponent seeds drawn from the spec's), every reply valued against the env's best
             candidate (`env.best_outcomes` over `env.candidate_replies`); a group whose games hold no such reply
             branches as with `"depth"`. The positions evaluation finds the greedy model wrong are the ones trained.
+            `"token"`, a single-turn env only (`SingleTurnEnv`, e.g. reverse_text): each group's samples share the
+            greedy reply's prefix up to the token the model is least sure of, sample that token, and go on greedily;
+            only that token carries the loss (`wander.training.token_branch`). Not with vLLM generation.
     """
 
     split: str = "train"

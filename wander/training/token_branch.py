@@ -70,8 +70,10 @@ class TokenBranchRollout:
                     episode = self.env.start(specs[members[0]])
                     prompt = render_ids(tokenizer, episode.messages, True, **template_kwargs)
                     device = model.device
+                    prompt_tensor = torch.tensor([prompt], device=device)
                     out = model.generate(
-                        torch.tensor([prompt], device=device),
+                        prompt_tensor,
+                        attention_mask=torch.ones_like(prompt_tensor),
                         do_sample=False,
                         max_new_tokens=budget,
                         output_scores=True,
@@ -89,8 +91,13 @@ class TokenBranchRollout:
                     distinct = sorted({t for t in tokens if t != eos})
                     if distinct and left > 0:
                         context = torch.tensor([prompt + greedy[:at] + [t] for t in distinct], device=device)
-                        rest = model.generate(
-                            context, do_sample=False, max_new_tokens=left, pad_token_id=pad, eos_token_id=eos
+                        rest = model.generate(  # rows of one length: no padding, every position attended
+                            context,
+                            attention_mask=torch.ones_like(context),
+                            do_sample=False,
+                            max_new_tokens=left,
+                            pad_token_id=pad,
+                            eos_token_id=eos,
                         )
                         for t, row in zip(distinct, rest[:, context.shape[1] :].tolist(), strict=True):
                             followups[t] = _reply_ids(row, eos)

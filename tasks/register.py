@@ -7,7 +7,9 @@ matrix column by 95% intervals on the same frozen suite:
 2. no worse than the baseline (the teacher) in any column,
 3. better than the current champion in at least one column and worse in none.
 
-The first version skips gate 3 (there is no champion yet), never gates 1 and 2.
+The first version skips gate 3 (there is no champion yet), never gates 1 and 2. Where the env has exact results
+(`ExactEvaluation`, tic-tac-toe) for the metric and both models decode greedily, gate 3 compares those: an exact
+value has no sampling noise, so a champion that a few sampled games a cell could not tell apart is still beaten.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from wander import Environment, load_environment
 from wander.core.evaluation_suite import Metric
 from wander.core.suite import reply_budget
 from wander.eval.cells import pooled
-from wander.eval.compare import WORSE, compare, conclusion, is_better
-from wander.eval.matrix import run_matrix
+from wander.eval.compare import WORSE, compare, compare_exact, conclusion, is_better
+from wander.eval.matrix import MatrixResult, run_matrix
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
@@ -63,11 +65,11 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
     return rows
 
 
-def champion_rows(
+def champion_matrix(
     client, config: Register, candidate_rows: list[dict], eval_dir: Path, section: Env, env: Environment
-) -> list[dict] | None:
+) -> MatrixResult | None:
     """The current champion replayed on the candidate's frozen suite in `env` (built from the params' env
-    `section`, played where it says), or None without a champion."""
+    `section`, played where it says; exact results too where the env has them), or None without a champion."""
     import mlflow
     import mlflow.pyfunc
 
@@ -92,7 +94,7 @@ def champion_rows(
     )
     log.info("replaying champion v%s on the candidate's suite", version.version)
     policy.max_new_tokens = config.max_new_tokens
-    return run_matrix(eval_config, {"champion": policy}, env, functools.partial(episode_env, section)).rows
+    return run_matrix(eval_config, {"champion": policy}, env, functools.partial(episode_env, section))
 
 
 def decide(
@@ -101,9 +103,11 @@ def decide(
     metric: Metric,
     name: str,
     references: dict[str, list[dict]] | None = None,
+    exact: list[dict] | None = None,
 ) -> tuple[bool, str]:
     """Promote when no reference (start model, baseline) is better in any column and the champion is beaten, on
-    one metric of the env's suite (its direction says which way is better)."""
+    one metric of the env's suite (its direction says which way is better); `exact` (`compare_exact`: both greedy,
+    the env's exact results) judges the champion instead of the sampled rows."""
     for reference, rows in (references or {}).items():
         *columns, pooled = compare(rows, candidate, metric)  # compare's last entry pools every column
         worse = [f"{c['opponent']} ({c['side']})" for c in columns if c["verdict"] == WORSE]
@@ -116,8 +120,8 @@ def decide(
         return True, "first registered version" + (
             f", no worse than {', '.join(references)}" if references else ""
         )
-    found = compare(champion, candidate, metric)
-    return is_better(found), conclusion(found, "champion", name)
+    found = exact or compare(champion, candidate, metric)
+    return is_better(found), conclusion(found, "champion", name, exact=exact is not None)
 
 
 def run(params: Params) -> dict:
@@ -158,7 +162,7 @@ def run(params: Params) -> dict:
         **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
     }
     client = mlflow.MlflowClient()
-    champion = champion_rows(client, config, rows, eval_dir, params.env, env)  # the candidate's env
+    champion = champion_matrix(client, config, rows, eval_dir, params.env, env)  # the candidate's env
 
     info = mlflow.pyfunc.log_model(
         name="model",
@@ -171,7 +175,16 @@ def run(params: Params) -> dict:
     client.set_model_version_tag(config.model_name, version.version, f"eval.{metric.name}", f"{overall:.4f}")
 
     references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
-    promoted, reason = decide(champion, rows, metric, config.candidate, references)
+    exact = None
+    candidate_exact = (
+        json.loads((eval_dir / "matrix.json").read_text()).get("exact", {}).get(config.candidate)
+    )
+    if champion is not None and candidate_exact and "champion" in champion.exact:
+        # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
+        exact = compare_exact(champion.exact["champion"], candidate_exact, metric)
+    promoted, reason = decide(
+        champion.rows if champion else None, rows, metric, config.candidate, references, exact
+    )
     if promoted:
         client.set_registered_model_alias(config.model_name, config.alias, version.version)
     client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())

@@ -98,9 +98,14 @@ class TicTacToePipeline(PipelineHooks):
         return specs
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
-        """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled."""
+        """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled, with
+        the suite's headline (`non_loss`, one minus the losses, as the suite counts it) for the promotion gate."""
         policy = self._memoized(policy)  # one reply cache across opponents: they reach the same positions
-        return {o: exact_both_sides(self, policy, opponent_skill(o))["both"] for o in groups}
+        out = {}
+        for o in groups:
+            both = exact_both_sides(self, policy, opponent_skill(o))["both"]
+            out[o] = {**both, "non_loss": 1.0 - both["loss"]}
+        return out
 
     def worst_case(self, policy: Policy) -> dict[str, dict]:
         """WorstCase: the best response to a greedy policy, as X and as O (envs/tictactoe/exploit.py)."""

@@ -11,11 +11,13 @@ from tasks.plumbing import tracking
 from tasks.plumbing.sections import Env, Evaluate, Params, Register
 from tasks.register import decide, run
 from wander import load_environment
+from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare_exact
 from wander.eval.matrix import run_matrix
 from wander.policies.scratch_model import build_scratch_model
 from wander.policies.scratch_model_config import ScratchModelConfig
 
 NON_LOSS = load_environment("tictactoe").evaluation_suite().metric("non_loss")
+LOSS = load_environment("tictactoe").evaluation_suite().metric("loss")
 TINY = ScratchModelConfig(
     hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, intermediate_size=64
 )
@@ -55,6 +57,53 @@ def test_the_gate_refuses_a_candidate_worse_than_a_reference_even_the_first_vers
     # a champion that is beaten, but a start model the candidate is worse than: still refused
     assert decide(random_rows, minimax_rows, NON_LOSS, "m", {"sft": scripted_rows("minimax")})[0] is True
     assert decide(random_rows, random_rows, NON_LOSS, "r", {"sft": minimax_rows})[0] is False
+
+
+def test_exact_results_decide_what_a_few_sampled_games_cannot_tell():
+    # Two greedy models, exact non-loss equal against random and far apart against perfect play (the chat profile's
+    # SFT-only champion and its GRPO successor): the sampled rows alone cannot tell them apart.
+    champion = {"random": {"non_loss": 0.982}, "minimax-0": {"non_loss": 0.715}}
+    candidate = {"random": {"non_loss": 0.982}, "minimax-0": {"non_loss": 0.975}}
+    rows = scripted_rows("minimax", games=5)
+    assert decide(rows, rows, NON_LOSS, "grpo")[0] is False  # sampled: no clear difference
+    found = compare_exact(champion, candidate, NON_LOSS)
+    assert [(c["opponent"], c["verdict"]) for c in found] == [
+        ("random", UNCLEAR),
+        ("minimax-0", BETTER),
+        ("all", BETTER),
+    ]
+    assert (found[-1]["a"], found[-1]["b"]) == (pytest.approx((0.982 + 0.715) / 2), pytest.approx(0.9785))
+    assert decide(rows, rows, NON_LOSS, "grpo", exact=found) == (
+        True,
+        "grpo is better than champion on non_loss: better in 1 of 2 columns, worse in none.",
+    )
+    # Exactly worse anywhere is worse: no margin hides it; exactly equal everywhere keeps the champion.
+    slipped = compare_exact(
+        candidate, {"random": {"non_loss": 0.981}, "minimax-0": {"non_loss": 1.0}}, NON_LOSS
+    )
+    assert [c["verdict"] for c in slipped] == [WORSE, BETTER, BETTER]
+    assert decide(rows, rows, NON_LOSS, "next", exact=slipped) == (
+        False,
+        "mixed: next is better than champion in 1 of 2 columns and worse in 1.",
+    )
+    assert decide(rows, rows, NON_LOSS, "again", exact=compare_exact(candidate, candidate, NON_LOSS)) == (
+        False,
+        "again and champion are equal on non_loss in every column (exact results).",
+    )
+
+
+def test_exact_comparison_follows_the_metric_and_needs_it_on_both_sides():
+    assert compare_exact({"random": {"loss": 0.02}}, {"random": {"loss": 0.0}}, LOSS)[0]["verdict"] == BETTER
+    assert compare_exact({"random": {"loss": 0.0}}, {"random": {"loss": 0.02}}, LOSS)[0]["verdict"] == WORSE
+    # The last bits of a sum computed in another order are no difference.
+    assert compare_exact({"r": {"loss": 0.1 + 0.2}}, {"r": {"loss": 0.3}}, LOSS)[0]["verdict"] == UNCLEAR
+    # Without the metric on both sides, or in a column of A's, there is nothing exact to compare: None.
+    assert compare_exact({"random": {"win": 0.9}}, {"random": {"win": 0.9}}, NON_LOSS) is None
+    assert (
+        compare_exact({"random": {"loss": 0.0}, "minimax-0": {"loss": 0.0}}, {"random": {"loss": 0.0}}, LOSS)
+        is None
+    )
+    assert compare_exact({}, {"random": {"loss": 0.0}}, LOSS) is None
 
 
 @pytest.fixture
@@ -98,7 +147,12 @@ def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Pat
     client = mlflow.MlflowClient()
     assert int(client.get_model_version_by_alias("wander-tictactoe", "champion").version) == 1
     tags = client.get_model_version("wander-tictactoe", "2").tags
-    assert tags["wander.promoted"] == "false" and "no clear difference" in tags["wander.promotion_reason"]
+    # Both greedy on an env with exact results: the champion replayed exactly, equal in every column.
+    assert tags["wander.promoted"] == "false"
+    assert (
+        tags["wander.promotion_reason"]
+        == "grpo and champion are equal on non_loss in every column (exact results)."
+    )
     assert tags["wander.checkpoint"] == "data/models/grpo" and tags["wander.parent"] == "none"
     assert tags["wander.dataset.data/sft"] == "untracked"
 

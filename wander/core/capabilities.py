@@ -28,7 +28,8 @@ class ExactEvaluation(Protocol):
     """(result key, column label): what the report's table of exact results shows."""
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
-        """Per column group, the policy's expected metrics (keys as `exact_columns` names them)."""
+        """Per column group, the policy's expected metrics (keys as `exact_columns` names them; a key named as a
+        suite metric is that metric's exact value, which the promotion gate compares instead of sampled cells)."""
         ...
 
 

@@ -8,7 +8,7 @@ show; "no clear difference" says more games are needed to tell.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from wander.core.evaluation_suite import MEAN, Metric
 from wander.eval.cells import pooled
@@ -69,14 +69,47 @@ def compare(rows_a: Sequence[dict], rows_b: Sequence[dict], metric: Metric) -> l
     return out
 
 
+def compare_exact(
+    exact_a: Mapping[str, Mapping[str, float]], exact_b: Mapping[str, Mapping[str, float]], metric: Metric
+) -> list[dict] | None:
+    """`compare`'s entries from two greedy policies' exact results (`ExactEvaluation.exact_suite`: per column
+    group, both sides pooled), then `all` (their mean): an exact value has no sampling noise, so any difference is
+    a verdict. None when either lacks `metric` in a group of A's."""
+    groups = list(exact_a)
+    if not groups or any(
+        metric.name not in exact_a[g] or metric.name not in exact_b.get(g, {}) for g in groups
+    ):
+        return None
+    # Rounded: the same policy's sums may differ in the last bits when computed in another order.
+    pairs = [(g, round(exact_a[g][metric.name], 9), round(exact_b[g][metric.name], 9)) for g in groups]
+    pairs.append(("all", sum(a for _, a, _ in pairs) / len(pairs), sum(b for _, _, b in pairs) / len(pairs)))
+    return [
+        {
+            "opponent": group,
+            "side": "both",
+            "metric": metric.name,
+            "a": a,
+            "a_ci_low": a,
+            "a_ci_high": a,
+            "b": b,
+            "b_ci_low": b,
+            "b_ci_high": b,
+            "verdict": verdict(
+                {"ci_low": a, "ci_high": a}, {"ci_low": b, "ci_high": b}, metric.lower_is_better
+            ),
+        }
+        for group, a, b in pairs
+    ]
+
+
 def is_better(comparisons: Sequence[dict]) -> bool:
     """B beats A: clearly better in at least one column and clearly worse in none."""
     verdicts = [c["verdict"] for c in comparisons]
     return BETTER in verdicts and WORSE not in verdicts
 
 
-def conclusion(comparisons: Sequence[dict], a: str = "A", b: str = "B") -> str:
-    """One sentence summing up the per-column verdicts."""
+def conclusion(comparisons: Sequence[dict], a: str = "A", b: str = "B", exact: bool = False) -> str:
+    """One sentence summing up the per-column verdicts (`exact`: of exact results, where no games can tell more)."""
     columns = [c for c in comparisons if c["opponent"] != "all"]
     better = sum(c["verdict"] == BETTER for c in columns)
     worse = sum(c["verdict"] == WORSE for c in columns)
@@ -92,4 +125,6 @@ def conclusion(comparisons: Sequence[dict], a: str = "A", b: str = "B") -> str:
         return (
             f"no single column differs clearly, but pooled over all columns {b} is {pooled_verdict} than {a}."
         )
+    if exact:
+        return f"{b} and {a} are equal on {metric} in every column (exact results)."
     return f"no clear difference between {a} and {b} on {metric} in any column; play more games to tell."

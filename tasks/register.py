@@ -66,10 +66,11 @@ def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
 
 
 def champion_matrix(
-    client, config: Register, candidate_rows: list[dict], eval_dir: Path, section: Env, env: Environment
+    client, config: Register, candidate_rows: list[dict], suite: dict, section: Env, env: Environment
 ) -> MatrixResult | None:
-    """The current champion replayed on the candidate's frozen suite in `env` (built from the params' env
-    `section`, played where it says; exact results too where the env has them), or None without a champion."""
+    """The current champion replayed on the candidate's frozen suite (the evaluate stage's matrix.json, `suite`)
+    in `env` (built from the params' env `section`, played where it says; exact results too where the env has
+    them), or None without a champion."""
     import mlflow
     import mlflow.pyfunc
 
@@ -80,7 +81,6 @@ def champion_matrix(
     policy = (
         mlflow.pyfunc.load_model(f"models:/{config.model_name}@{config.alias}").unwrap_python_model().policy
     )
-    suite = json.loads((eval_dir / "matrix.json").read_text())
     opponents = list(dict.fromkeys(r["opponent"] for r in candidate_rows))
     eval_config = EvaluateConfig(
         policies={"champion": "registry"},
@@ -162,7 +162,8 @@ def run(params: Params) -> dict:
         **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
     }
     client = mlflow.MlflowClient()
-    champion = champion_matrix(client, config, rows, eval_dir, params.env, env)  # the candidate's env
+    suite = json.loads((eval_dir / "matrix.json").read_text())
+    champion = champion_matrix(client, config, rows, suite, params.env, env)  # the candidate's env
 
     info = mlflow.pyfunc.log_model(
         name="model",
@@ -176,9 +177,7 @@ def run(params: Params) -> dict:
 
     references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
     exact = None
-    candidate_exact = (
-        json.loads((eval_dir / "matrix.json").read_text()).get("exact", {}).get(config.candidate)
-    )
+    candidate_exact = suite.get("exact", {}).get(config.candidate)
     if champion is not None and candidate_exact and "champion" in champion.exact:
         # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
         exact = compare_exact(champion.exact["champion"], candidate_exact, metric)

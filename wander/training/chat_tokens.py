@@ -20,3 +20,11 @@ def render_ids(
     )
     ids = out["input_ids"]
     return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+
+
+def trainer_template_kwargs(trainer: Any) -> dict[str, Any]:
+    """The chat-template arguments a TRL trainer renders with: its `chat_template_kwargs`, and its own template."""
+    kwargs = dict(trainer.chat_template_kwargs)
+    if trainer.chat_template is not None:
+        kwargs["chat_template"] = trainer.chat_template
+    return kwargs

@@ -40,7 +40,7 @@ from wander.core.capabilities import BestOutcomes, CandidateReplies, ExpectedOut
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Message, Policy, Reply
-from wander.training.chat_tokens import render_ids
+from wander.training.chat_tokens import render_ids, trainer_template_kwargs
 from wander.training.episode_data import spec_of
 from wander.training.rollout_config import BRANCH_AT, PLAY_ON
 
@@ -247,9 +247,7 @@ class DecisionRollout:
                 "decision rollouts run in one process; use one process or history='full'"
             )
         tokenizer = trainer.processing_class
-        template_kwargs = dict(trainer.chat_template_kwargs)
-        if trainer.chat_template is not None:
-            template_kwargs["chat_template"] = trainer.chat_template
+        template_kwargs = trainer_template_kwargs(trainer)
 
         def turn(conversations: list[list[Message]]):
             ids = [render_ids(tokenizer, c, True, **template_kwargs) for c in conversations]

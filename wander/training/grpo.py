@@ -23,7 +23,7 @@ from typing import Any
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Message, Reply
-from wander.training.chat_tokens import render_ids
+from wander.training.chat_tokens import render_ids, trainer_template_kwargs
 from wander.training.episode_data import rollout_dataset, spec_of
 from wander.training.rewards import rubric_args, rubric_reward_funcs
 from wander.training.rollout_config import RolloutConfig
@@ -152,9 +152,7 @@ class EpisodeRollout:
         specs = [spec_of(p) for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
         cap = self.max_episode_tokens or getattr(model.config, "max_position_embeddings", None)
-        template_kwargs = dict(trainer.chat_template_kwargs)
-        if trainer.chat_template is not None:
-            template_kwargs["chat_template"] = trainer.chat_template
+        template_kwargs = trainer_template_kwargs(trainer)
 
         def generate(ids: list[list[int]]) -> tuple[list[list[int]], list[list[float]] | None]:
             # TRL's own backend: transformers.generate here, vLLM when use_vllm (weights synced by TRL).

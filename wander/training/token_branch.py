@@ -18,7 +18,7 @@ import torch
 
 from wander.core.environment import Environment, SingleTurnEnv
 from wander.core.policy import Message, Reply
-from wander.training.chat_tokens import render_ids
+from wander.training.chat_tokens import render_ids, trainer_template_kwargs
 from wander.training.episode_data import dump_spec, spec_of
 
 
@@ -26,6 +26,22 @@ def least_sure_position(step_logits: list[torch.Tensor]) -> int:
     """The index of the greedy step whose top-1 probability is lowest (the first of equals)."""
     top = [torch.softmax(logits.float(), -1).max().item() for logits in step_logits]
     return min(range(len(top)), key=top.__getitem__)
+
+
+def _greedy(
+    model: Any, rows: list[list[int]], max_new_tokens: int, pad: int, eos: int, **options: Any
+) -> Any:
+    """`model.generate`, greedy, on rows of one length (no padding: every position attended)."""
+    ids = torch.tensor(rows, device=model.device)
+    return model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        **options,
+    )
 
 
 def _reply_ids(sequence: list[int], eos: int) -> list[int]:
@@ -49,9 +65,7 @@ class TokenBranchRollout:
         if trainer.use_vllm:
             raise NotImplementedError("branch_at='token' generates with transformers; set use_vllm false")
         tokenizer = trainer.processing_class
-        template_kwargs = dict(trainer.chat_template_kwargs)
-        if trainer.chat_template is not None:
-            template_kwargs["chat_template"] = trainer.chat_template
+        template_kwargs = trainer_template_kwargs(trainer)
         model = trainer.accelerator.unwrap_model(trainer.model)
         budget = trainer.max_completion_length
         eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
@@ -69,17 +83,8 @@ class TokenBranchRollout:
                 for members in groups.values():
                     episode = self.env.start(specs[members[0]])
                     prompt = render_ids(tokenizer, episode.messages, True, **template_kwargs)
-                    device = model.device
-                    prompt_tensor = torch.tensor([prompt], device=device)
-                    out = model.generate(
-                        prompt_tensor,
-                        attention_mask=torch.ones_like(prompt_tensor),
-                        do_sample=False,
-                        max_new_tokens=budget,
-                        output_scores=True,
-                        return_dict_in_generate=True,
-                        pad_token_id=pad,
-                        eos_token_id=eos,
+                    out = _greedy(
+                        model, [prompt], budget, pad, eos, output_scores=True, return_dict_in_generate=True
                     )
                     greedy = _reply_ids(out.sequences[0, len(prompt) :].tolist(), eos)
                     at = least_sure_position([s[0] for s in out.scores[: len(greedy)]])
@@ -90,16 +95,9 @@ class TokenBranchRollout:
                     left = budget - at - 1
                     distinct = sorted({t for t in tokens if t != eos})
                     if distinct and left > 0:
-                        context = torch.tensor([prompt + greedy[:at] + [t] for t in distinct], device=device)
-                        rest = model.generate(  # rows of one length: no padding, every position attended
-                            context,
-                            attention_mask=torch.ones_like(context),
-                            do_sample=False,
-                            max_new_tokens=left,
-                            pad_token_id=pad,
-                            eos_token_id=eos,
-                        )
-                        for t, row in zip(distinct, rest[:, context.shape[1] :].tolist(), strict=True):
+                        start = len(prompt) + at + 1
+                        rest = _greedy(model, [prompt + greedy[:at] + [t] for t in distinct], left, pad, eos)
+                        for t, row in zip(distinct, rest[:, start:].tolist(), strict=True):
                             followups[t] = _reply_ids(row, eos)
                     for i, token in zip(members, tokens, strict=True):
                         samples[i] = {

@@ -124,6 +124,12 @@ def test_flatten_joins_nested_keys() -> None:
     }
 
 
+def standalone_env() -> dict[str, str]:
+    """This process's environment without what would point a child's runs elsewhere: it logs under its root."""
+    dropped = (PARENT_RUN_ENV, "MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI")
+    return {k: v for k, v in os.environ.items() if k not in dropped}
+
+
 def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root: Path) -> None:
     code = (
         "import sys, time\n"
@@ -132,13 +138,8 @@ def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root:
         "    print('started', flush=True)\n"
         "    time.sleep(600)\n"
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in (PARENT_RUN_ENV, "MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI")
-    }
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", code, str(root)], stdout=subprocess.PIPE, text=True, env=standalone_env()
     )
     try:
         assert proc.stdout.readline().strip() == "started"
@@ -152,3 +153,40 @@ def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root:
     assert killed.info.status == "KILLED" and killed.info.end_time is not None
     assert killed.data.tags["wander.end"] == f"process {proc.pid} ended without closing this run"
     assert runs(root)["generate"].info.status == "FINISHED"
+
+
+def test_a_stop_inside_an_mlflow_write_lets_it_finish_and_the_run_ends_killed_at_once(root: Path) -> None:
+    # A stop raised inside the write's transaction left the SQLite lock held; recording the run KILLED then waited
+    # for it (MLflow's busy timeout, 20 s), past a stage's grace.
+    code = (
+        "import os, signal, sys, time\n"
+        "from sqlalchemy import event\n"
+        "from sqlalchemy.engine import Engine\n"
+        "from tasks.plumbing.tracking import log_metrics, stage_run\n"
+        "from wander.core.process_tree import Stopped, stop_on_signals\n"
+        "sent = []\n"
+        "def inside_the_write(conn, cursor, statement, *args):\n"
+        "    if 'INSERT INTO metrics' in statement and not sent:\n"
+        "        sent.append(time.monotonic())\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.2)  # the handler runs here, in the middle of the transaction\n"
+        "event.listen(Engine, 'after_cursor_execute', inside_the_write)\n"
+        "try:\n"
+        "    with stop_on_signals(grace=60), stage_run('train', root=sys.argv[1]):\n"
+        "        log_metrics({'loss': 0.5}, step=1)\n"
+        "        time.sleep(60)\n"
+        "except Stopped as stop:\n"
+        "    print(f'{time.monotonic() - sent[0]:.1f}', flush=True)\n"
+        "    sys.exit(stop.exit_code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root)],
+        capture_output=True,
+        text=True,
+        env=standalone_env(),
+        timeout=120,
+    )
+    assert done.returncode == 128 + 15, done.stderr
+    assert float(done.stdout) < 5.0, f"the stop took {done.stdout.strip()} s to unwind"
+    run = runs(root)["train"]
+    assert run.info.status == "KILLED" and run.data.metrics["loss"] == 0.5

@@ -4,6 +4,7 @@ Four pieces, used by the pipeline flow, the stages and the servers they start:
 
 - `with stop_on_signals():` SIGTERM and SIGINT raise `Stopped` (a KeyboardInterrupt) in the main thread, so `with` blocks
   unwind (servers stopped, MLflow runs ended KILLED), and arm `exit_after`: a stuck teardown cannot keep the process.
+  Where raising would do harm, the stop waits a moment: see `unsafe_to_raise`.
 - `start_group(cmd)` / `stop_group(proc)`: a child in a process group of its own, stopped as a whole (SIGTERM, a
   grace period, SIGKILL), stragglers included.
 - `stop_when_gone(pid)`: a watch thread that stops this process when `pid` ends, even by SIGKILL, so a helper is
@@ -30,6 +31,10 @@ from pathlib import Path
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+TRANSACTION_MODULES = ("sqlalchemy.", "sqlite3.", "mlflow.store.")
+"""Code a stop must not cut in half: a database transaction interrupted there keeps its lock, and the next write of
+the same process (MLflow recording the run KILLED) waits for it (SQLite's busy timeout, 20 s in MLflow's store)."""
+REDELIVER_EVERY = 0.02  # seconds between tries of a stop that had to wait
 WATCH_PID_ENV = "WANDER_STOP_WITH_PID"
 """A process id a stage watches (`stop_when_gone`): the flow exports its own, so a stage ends with the flow even
 when DVC, between them, is killed first or never passes a signal on."""
@@ -58,10 +63,19 @@ def stop_on_signals(grace: float = 10.0) -> Iterator[None]:
     ones are ignored (the teardown under way must not be interrupted). The previous handlers come back after the
     block; outside the main thread, where Python takes no signal handlers, it does nothing."""
 
-    def handler(signum: int, _frame: Any) -> None:
-        if _exit_armed.is_set():
+    def handler(signum: int, frame: Any) -> None:
+        waited = signum in _waiting
+        if _exit_armed.is_set() and not waited:
             return
         exit_after(grace, 128 + signum)
+        if unsafe_to_raise(frame):
+            if not waited:
+                _waiting.add(signum)
+                threading.Thread(
+                    target=_redeliver, args=(signum,), name="stop-redeliver", daemon=True
+                ).start()
+            return
+        _waiting.discard(signum)
         raise Stopped(signum)
 
     if threading.current_thread() is not threading.main_thread():
@@ -73,6 +87,31 @@ def stop_on_signals(grace: float = 10.0) -> Iterator[None]:
     finally:
         for signum, before in previous.items():
             signal.signal(signum, before)
+
+
+def unsafe_to_raise(frame: Any) -> bool:
+    """Whether a stop raised in `frame` would be lost or leave harm: inside a finalizer (`__del__`, whose exceptions
+    Python prints and drops) or inside a database transaction (`TRANSACTION_MODULES`). The stop is then retried
+    every `REDELIVER_EVERY` seconds until it lands elsewhere; the backstop armed with it still bounds the wait."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__" or frame.f_globals.get("__name__", "").startswith(
+            TRANSACTION_MODULES
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_waiting: set[int] = set()  # stop signals that arrived where raising was unsafe, until one is raised
+
+
+def _redeliver(signum: int) -> None:
+    while signum in _waiting:
+        time.sleep(REDELIVER_EVERY)
+        if signum in _waiting:
+            # To the main thread itself: a process-directed signal may go to another thread, leaving the main
+            # thread's wait uninterrupted until it ends by itself.
+            signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 def exit_after(seconds: float, code: int = 128 + signal.SIGTERM) -> None:

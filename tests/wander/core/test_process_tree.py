@@ -116,3 +116,29 @@ def test_a_stuck_teardown_cannot_keep_the_process_past_its_grace() -> None:
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=10)
     assert proc.returncode == 128 + signal.SIGTERM and time.monotonic() - start < 5
+
+
+def test_a_stop_that_lands_in_a_finalizer_is_raised_after_it() -> None:
+    # Python prints and drops an exception raised in __del__: raised there, the stop would be lost.
+    proc = python(
+        """
+        class Finalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)  # the handler runs here, inside __del__
+                print("finalizer done", flush=True)
+
+        try:
+            with pt.stop_on_signals(grace=30):
+                Finalized()
+                time.sleep(60)
+        except pt.Stopped as stop:
+            print("unwound", stop, flush=True)
+            sys.exit(stop.exit_code)
+        """,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert out == "finalizer done\nunwound stopped by SIGTERM\n" and "Exception ignored" not in err

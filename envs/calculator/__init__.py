@@ -266,8 +266,10 @@ class CalculatorEnv(SeededSplits, ToolEnv):
                 yield f"<answer>{value}</answer>"
 
     def evaluation_suite(self) -> EvaluationSuite:
-        """The rubric means per stratum and split; fewer failed tool calls are better."""
-        return super().evaluation_suite().lower_is_better("tool_errors")
+        """The rubric means per stratum and split (the shares in [0, 1], the counts not); fewer failed tool calls are
+        better."""
+        suite = super().evaluation_suite().lower_is_better("tool_errors")
+        return suite.bounded(0.0, 1.0, "reward", "correct", "format")
 
     def curation_defaults(self) -> dict:
         """Exact answers only: the teacher's misreadings are what curation removes."""

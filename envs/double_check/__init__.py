@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 
 from wander.core.environment import Environment
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import XMLParser, last_assistant_content, parse_integer
 from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
@@ -182,6 +183,10 @@ class DoubleCheckEnv(SeededSplits, Environment):
                 yield row["question"]
                 yield f"<answer>{row['answer']}</answer>"
                 yield follow_up(row["answer"])
+
+    def evaluation_suite(self) -> EvaluationSuite:
+        """The rubric means per stratum and split, each a share in [0, 1]."""
+        return super().evaluation_suite().bounded(0.0, 1.0)
 
     def curation_defaults(self) -> dict:
         """Right both times: SFT should not learn to answer wrong first, even when the slip was then caught."""

@@ -8,6 +8,7 @@ import random
 from collections.abc import Iterator
 
 from wander.core.environment import SingleTurnEnv
+from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import XMLParser
 from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
@@ -115,6 +116,10 @@ class ReverseTextEnv(SeededSplits, SingleTurnEnv):
             for row in self.get_dataset(split):
                 yield row["text"]
                 yield f"<reversed_text>{row['text'][::-1]}</reversed_text>"
+
+    def evaluation_suite(self) -> EvaluationSuite:
+        """The rubric means per stratum and split, each a share in [0, 1]."""
+        return super().evaluation_suite().bounded(0.0, 1.0)
 
     def curation_defaults(self) -> dict:
         """Exact reversals only: the teacher's slips are what curation removes."""

@@ -157,8 +157,10 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
                 yield from (m["content"] for m in episode.messages[1:])
 
     def evaluation_suite(self) -> EvaluationSuite:
-        """The rubric means per stratum and split; fewer side effects and failed tool calls are better."""
-        return super().evaluation_suite().lower_is_better("side_effects", "tool_errors")
+        """The rubric means per stratum and split (the shares in [0, 1], the counts not); fewer side effects and
+        failed tool calls are better."""
+        suite = super().evaluation_suite().lower_is_better("side_effects", "tool_errors")
+        return suite.bounded(0.0, 1.0, "reward", "task_reward", "state_checks", "completed", "format")
 
     def curation_defaults(self) -> dict:
         """Completed requests only: partial credit and side effects are what curation removes."""

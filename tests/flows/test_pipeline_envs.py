@@ -6,6 +6,7 @@ mean, on the same run (`smoke_pipeline(name)`).
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,8 @@ import yaml
 
 from flows.pipeline import summary
 from tasks.plumbing.scratch_copy import run_in
+from wander import load_environment
+from wander.core.atomic_io import read_jsonl
 
 STAGES = [
     "build_model",
@@ -83,3 +86,50 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
     assert all(0.0 <= float(line.split()[1]) for line in stages)
 
     assert "Data and pipelines are up to date." in run_in(root, ["dvc", "repro"])
+
+
+@pytest.mark.slow
+def test_each_stage_of_the_env_reports_numbers_that_add_up(
+    pipeline_env: str, smoke_pipeline: Callable[[str], Path]
+) -> None:
+    root = smoke_pipeline(pipeline_env)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+
+    def metrics(stage: str, kind: str = "metrics") -> dict:
+        return json.loads((root / "data" / kind / f"{stage}.json").read_text())
+
+    # The embedded teacher is competent but imperfect (each env's slip rate), and never breaks the protocol.
+    synth = metrics("synthesize")
+    assert synth["episodes"] == params["generate"]["num_train"] and synth["teacher_invalid"] == 0.0
+    assert 0.5 < synth["teacher_reward"] < 1.0, synth
+
+    # Curation: every input game is kept or dropped by exactly one filter; the env's floors removed the teacher's
+    # slips, so each floor metric of what is kept is perfect; what is written is what is counted.
+    curate = metrics("curate", "details")
+    floors = load_environment(pipeline_env).curation_defaults()["min_values"]
+    assert curate["input"] == synth["episodes"] == curate["kept"] + sum(curate["dropped"].values())
+    assert sum(curate["per_stratum"].values()) == curate["kept"] == curate["train"] + curate["eval"]
+    assert sum(curate["dropped"][name] for name in floors) > 0
+    assert all(curate[name]["kept"] == 1.0 >= curate[name]["input"] for name in floors)
+    written = {split: len(read_jsonl(root / f"data/sft/{split}.jsonl")) for split in ("train", "eval")}
+    assert written == {"train": curate["train"] + curate["copies"], "eval": curate["eval"]}
+
+    # Training: SFT saw every written row; each GRPO stage ran its steps and kept one of its curve points.
+    sft = metrics("sft")
+    assert sft["examples"] == written["train"] and sft["steps"] > 0 and 0 < sft["train_loss"] < 100
+    for name, stage in params["grpo"]["stages"].items():
+        grpo = metrics(f"grpo-{name}")
+        assert grpo["steps"] == stage["max_steps"] and 0 <= grpo["kept_step"] <= grpo["steps"], grpo
+        assert 0.0 <= grpo["final_reward"] <= 1.0 and grpo["seconds_per_step"] > 0, grpo
+
+    # Evaluation: rows for every policy, every cell played without error, each mean inside its interval inside [0, 1];
+    # the teacher's headline is the mean of its cells and agrees with what it scored while synthesizing.
+    with (root / "data/eval/matrix.csv").open() as f:
+        cells = list(csv.DictReader(f))
+    assert set(params["evaluate"]["policies"]) <= {c["policy"] for c in cells}  # then the env's references
+    for c in cells:
+        low, mean, high = (float(c[k]) for k in ("reward_ci_low", "reward", "reward_ci_high"))
+        assert int(c["games"]) > 0 and int(c["errored"]) == 0 and 0.0 <= low <= mean <= high <= 1.0, c
+    teacher = [float(c["reward"]) for c in cells if c["policy"] == "teacher"]
+    headline = json.loads((root / "data/eval/metrics.json").read_text())["teacher"]["reward"]["all"]
+    assert headline == pytest.approx(sum(teacher) / len(teacher), abs=1e-3) and headline > 0.5

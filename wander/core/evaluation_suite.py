@@ -60,6 +60,9 @@ class Metric:
     column (tic-tac-toe's non-loss: the games not in `losses`)."""
     spread: bool = True
     """MEAN: rows keep `<name>_sd`, so pooled cells get an interval; False: pooled cells are a weighted mean only."""
+    bounds: tuple[float, float] | None = None
+    """MEAN: the range every value lies in (a share: (0, 1)); its normal interval is clipped to it. None: unbounded
+    (a count, e.g. side effects)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -221,14 +224,19 @@ class EvaluationSuite:
 
     def lower_is_better(self, *names: str) -> EvaluationSuite:
         """This suite with the named metrics judged lower-is-better (side effects, tool errors)."""
+        return self._with(names, lower_is_better=True)
+
+    def bounded(self, low: float, high: float, *names: str) -> EvaluationSuite:
+        """This suite with the named metrics (default: all) known to lie in [low, high], so their intervals do."""
+        return self._with(names or self.names, bounds=(low, high))
+
+    def _with(self, names: tuple[str, ...], **change: object) -> EvaluationSuite:
         missing = [n for n in names if n not in self.names]
         if missing:
             raise ValueError(
                 f"the evaluation suite has no metric {missing}; its metrics are {list(self.names)}"
             )
-        metrics = tuple(
-            dataclasses.replace(m, lower_is_better=True) if m.name in names else m for m in self.metrics
-        )
+        metrics = tuple(dataclasses.replace(m, **change) if m.name in names else m for m in self.metrics)
         return dataclasses.replace(self, metrics=metrics)
 
 

@@ -32,7 +32,7 @@ def pooled(rows: Sequence[dict], metric: Metric) -> dict[str, float]:
     its counts (Wilson), a mean from each row's mean, spread and games (normal); a mean without spreads is the
     game-weighted mean alone."""
     if metric.kind == MEAN:
-        return pooled_mean(rows, metric.name, metric.spread)
+        return within(pooled_mean(rows, metric.name, metric.spread), metric.bounds)
     successes, n = counts(rows, metric)
     low, high = wilson_interval(successes, n)
     if not n:
@@ -52,6 +52,14 @@ def pooled_mean(rows: Sequence[dict], name: str, spread: bool = True) -> dict[st
     squares = sum((r["games"] - 1) * r[f"{name}_sd"] ** 2 + r["games"] * (r[name] - mean) ** 2 for r in rows)
     half = Z95 * math.sqrt(squares / (n - 1) / n) if n > 1 else 0.0
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
+
+
+def within(stats: dict[str, float], bounds: tuple[float, float] | None) -> dict[str, float]:
+    """`stats` with its interval clipped to `bounds` (a normal interval of a share near 1 reaches past 1)."""
+    if bounds is None or "ci_low" not in stats:
+        return stats
+    low, high = bounds
+    return {**stats, "ci_low": max(low, stats["ci_low"]), "ci_high": min(high, stats["ci_high"])}
 
 
 def summary(rows: Sequence[dict], suite: EvaluationSuite) -> dict[str, float]:
@@ -86,7 +94,7 @@ def cell_row(
             row.update({metric.name: stats["mean"], **_interval(metric.name, stats)})
             continue
         values = [metric.value(ep) for ep in episodes]
-        stats = mean_ci(values)
+        stats = within(mean_ci(values), metric.bounds)
         row.update({metric.name: stats["mean"], **_interval(metric.name, stats)})
         if metric.spread:
             row[f"{metric.name}_sd"] = (

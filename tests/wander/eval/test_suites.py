@@ -7,6 +7,7 @@ import pytest
 from wander import load_environment
 from wander.core.evaluation_suite import MEAN, RATE, RATIO, EvaluationSuite, Metric, ReportLayout
 from wander.core.registry import environment_names
+from wander.eval.cells import pooled
 from wander.eval.compare import BETTER, WORSE, compare
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import text_table, write_report
@@ -42,6 +43,9 @@ def test_every_metric_of_the_suite_is_in_its_matrix_rows(name, tmp_path):
             keys += [metric.count or metric.failures] if metric.kind == RATE else []
             keys += [f"{metric.name}_sd"] if metric.kind == MEAN and metric.spread else []
             assert set(keys) <= set(row), (metric.name, sorted(set(keys) - set(row)))
+            if metric.bounds:
+                low, high = metric.bounds
+                assert low <= row[keys[1]] <= row[keys[0]] <= row[keys[2]] <= high, (metric.name, row)
         assert [column for column, _ in suite.spec_columns] == [
             k for k in row if k in dict(suite.spec_columns)
         ]
@@ -86,3 +90,19 @@ def test_a_suite_that_names_what_it_lacks_is_refused():
         EvaluationSuite(metrics=(Metric("turns", spread=False),), groups=("g",), headline="turns")
     with pytest.raises(ValueError, match="no metric"):
         load_environment("reverse_text").evaluation_suite().lower_is_better("side_effects")
+
+
+def test_a_bounded_mean_keeps_its_interval_inside_its_bounds():
+    # Two texts reversed at 0.94 and 1.0: the normal interval of their mean reaches past 1, which no share can.
+    row = {"games": 2, "lcs_ratio": 0.97, "lcs_ratio_sd": 0.0424, "tool_calls": 0.97, "tool_calls_sd": 0.0424}
+    rows = [row]
+    free = pooled(rows, Metric("tool_calls"))
+    share = pooled(rows, Metric("lcs_ratio", bounds=(0.0, 1.0)))
+    assert free["ci_high"] > 1.0 and share["ci_high"] == 1.0
+    assert (
+        (share["mean"], share["ci_low"])
+        == (free["mean"], free["ci_low"])
+        == (0.97, pytest.approx(0.9112, 1e-3))
+    )
+    shares = load_environment("calculator").evaluation_suite()
+    assert [m.name for m in shares.metrics if m.bounds == (0.0, 1.0)] == ["reward", "correct", "format"]

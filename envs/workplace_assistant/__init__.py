@@ -62,6 +62,8 @@ def protocol_format(completion: list) -> float:
     replies = [m.get("content") or "" for m in completion if m.get("role") == "assistant"]
     if not replies or TOOL_CALL.search(replies[-1]):
         return 0.0  # cut off by the turn limit, still calling tools
+    if any(reply.count("<tool_call>") != len(TOOL_CALL.findall(reply)) for reply in replies):
+        return 0.0  # a call opened and never closed: the scratch model's `<tool_call>{"name": " " " ...`
     for raw in (call for reply in replies for call in TOOL_CALL.findall(reply)):
         try:
             call = json.loads(raw)

@@ -199,6 +199,7 @@ def test_format_is_the_tool_protocol_kept_to_the_end(env) -> None:
         (("<tool_call>{oops}</tool_call>" + send, "done"), 0.0),  # a call that is not JSON
         ((tool_call("send", {}) + send, "done"), 0.0),  # an unknown tool
         ((send,) * env.max_turns, 0.0),  # never closes: cut off by the turn limit
+        (('<tool_call>{"name": " " " "',), 0.0),  # a call opened and never closed is no closing reply
     ):
         [episode] = env.rollout(Scripted(*replies), [spec])
         assert episode.values["format"] == expected, replies

@@ -60,11 +60,12 @@ def completed(state: dict, info: dict) -> float:
 def protocol_format(completion: list) -> float:
     """1 when every tool call names a tool with a JSON object of arguments and the last reply closes the episode."""
     replies = [m.get("content") or "" for m in completion if m.get("role") == "assistant"]
-    if not replies or TOOL_CALL.search(replies[-1]):
+    calls = [TOOL_CALL.findall(reply) for reply in replies]
+    if not replies or calls[-1]:
         return 0.0  # cut off by the turn limit, still calling tools
-    if any(reply.count("<tool_call>") != len(TOOL_CALL.findall(reply)) for reply in replies):
+    if any(reply.count("<tool_call>") != len(found) for reply, found in zip(replies, calls, strict=True)):
         return 0.0  # a call opened and never closed: the scratch model's `<tool_call>{"name": " " " ...`
-    for raw in (call for reply in replies for call in TOOL_CALL.findall(reply)):
+    for raw in (call for found in calls for call in found):
         try:
             call = json.loads(raw)
         except ValueError:

@@ -42,6 +42,7 @@ _PR_SET_PDEATHSIG = 1
 _exit_armed = threading.Event()
 _exit_lock = threading.Lock()
 _exit_deadline = [0.0]  # monotonic time of the backstop's exit, once armed
+_waiting: set[int] = set()  # stop signals that arrived where raising was unsafe, until one is raised
 
 
 class Stopped(KeyboardInterrupt):
@@ -100,9 +101,6 @@ def unsafe_to_raise(frame: Any) -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-_waiting: set[int] = set()  # stop signals that arrived where raising was unsafe, until one is raised
 
 
 def _redeliver(signum: int) -> None:

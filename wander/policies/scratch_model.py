@@ -27,6 +27,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from wander.core.tool_env import TOOL_PROMPT
 from wander.policies.scratch_model_config import ScratchModelConfig
 
 IM_START = "<|im_start|>"
@@ -35,17 +36,20 @@ PAD = "<|pad|>"
 SPECIAL_TOKENS = [IM_START, IM_END, PAD]
 
 # ChatML. The assistant turn, its `<|im_end|>` included, sits inside {% generation %} so TRL's
-# assistant_only_loss trains the model to end its turns. Tool calls use the Qwen/Hermes format
-# (`<tool_call>{json}</tool_call>`) so TRL's response parser for Qwen reads them back. Every message
-# renders the same whatever follows it (prefix-preserving), which multi-turn GRPO relies on.
+# assistant_only_loss trains the model to end its turns. Tools render as the env's own text protocol
+# (`ToolEnv`: its system prompt, then TOOL_PROMPT with one JSON schema a line; a call is
+# `<tool_call>{json}</tool_call>`), so a prompt TRL renders from `tools=` under GRPO reads token for token like
+# the SFT data and the evaluation, which carry the protocol in the system message; TRL's response parser for
+# Qwen/Hermes reads the calls back. Every message renders the same whatever follows it (prefix-preserving),
+# which multi-turn GRPO relies on.
+_TOOLS_HEAD = TOOL_PROMPT.format(schemas="\0").split("\0")[0]
 CHAT_TEMPLATE = (
     "{%- if tools %}"
     "{{- '<|im_start|>system\\n' }}"
     "{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}"
-    "{{- '# Tools\\n\\nTo call a tool, reply with one <tool_call></tool_call> block per call, each holding a JSON "
-    'object {\\"name\\": <function-name>, \\"arguments\\": <args-object>}. The tools:\\n<tools>\' }}'
-    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
-    "{{- '\\n</tools><|im_end|>\\n' }}"
+    "{{- " + json.dumps(_TOOLS_HEAD) + " }}"
+    "{%- for tool in tools %}{%- if not loop.first %}{{- '\\n' }}{%- endif %}{{- tool | tojson }}{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
     "{%- endif %}"
     "{%- for message in messages %}"
     "{%- if message.role == 'system' and loop.first and tools %}"
@@ -56,10 +60,10 @@ CHAT_TEMPLATE = (
     "{%- for tool_call in message.tool_calls or [] %}"
     "{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}"
     "{%- if message.content or not loop.first %}{{- '\\n' }}{%- endif %}"
-    "{{- '<tool_call>\\n{\"name\": ' + (tool_call.name | tojson) + ', \"arguments\": ' }}"
+    "{{- '<tool_call>{\"name\": ' + (tool_call.name | tojson) + ', \"arguments\": ' }}"
     "{%- if tool_call.arguments is string %}{{- tool_call.arguments }}"
     "{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}"
-    "{{- '}\\n</tool_call>' }}"
+    "{{- '}</tool_call>' }}"
     "{%- endfor %}"
     "{{- '<|im_end|>' }}"
     "{%- endgeneration %}"

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
 
 import wander
+from wander.core.tool_env import TOOL_PROMPT
 from wander.policies.scratch_model import (
     IM_END,
     IM_START,
@@ -155,8 +156,9 @@ def test_chat_template_supports_tool_calling_for_trl(tokenizer):
     ]
     tools = [{"type": "function", "function": {"name": "play", "parameters": {"type": "object"}}}]
     text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False)
-    assert text.startswith("<|im_start|>system\n# Tools") and '"name": "play"' in text
-    reply = '<tool_call>\n{"name": "play", "arguments": {"cell": 4}}\n</tool_call><|im_end|>'
+    # The tools read as a ToolEnv's own text protocol, a call as the env writes it (json.dumps, one line).
+    assert text.startswith("<|im_start|>system\n" + TOOL_PROMPT.format(schemas=json.dumps(tools[0])) + IM_END)
+    reply = '<tool_call>{"name": "play", "arguments": {"cell": 4}}</tool_call><|im_end|>'
     assert reply in text
     parsed = tokenizer.parse_response(reply, prefix="")
     assert parsed["tool_calls"] == [call]

@@ -9,6 +9,8 @@ from datasets import Dataset
 from transformers.utils import get_json_schema
 
 from wander import Rubric, ToolEnv, XMLParser
+from wander.policies.scratch_model import build_tokenizer
+from wander.policies.scratch_model_config import ScratchModelConfig
 from wander.training import RolloutConfig, trainer_spec
 from wander.training.episode_data import SPEC_KEY, dump_spec
 from wander.training.tools import as_env_messages, base_system_prompt, score_sessions, session_class
@@ -57,6 +59,31 @@ def test_the_env_tools_become_trl_environment_methods_run_by_the_env():
     assert session.add(a=2).startswith("Error: TypeError")  # errors go back to the model, as in env.evaluate
     assert session._episode.state["tool_calls"] == 2 and session._episode.state["tool_errors"] == 1
     assert base_system_prompt(env) == "Answer in <answer> tags."
+
+
+def test_a_grpo_prompt_reads_token_for_token_like_the_env_protocol_sft_and_evaluation_use():
+    # SFT rows and env.evaluate carry the tool protocol in the system message; under GRPO, TRL renders it from
+    # `tools=` through the chat template. A scratch model trained on the first must see the same tokens in the
+    # second (it did not: another tool header made the calculator's SFT model copy wrong numbers, reward 0).
+    env = calculator()
+    tokenizer = build_tokenizer([env.system_prompt, "2 + 40?"], ScratchModelConfig(vocab_size=300))
+    session = session_class(env)(env)
+    user = {"role": "user", "content": "2 + 40?"}
+    as_env = [{"role": "system", "content": env.system_prompt}, user]
+    as_grpo = [{"role": "system", "content": base_system_prompt(env)}, user]
+    env_ids = tokenizer.apply_chat_template(
+        as_env, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    grpo_ids = tokenizer.apply_chat_template(
+        as_grpo, tools=[session.add], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    assert list(grpo_ids) == list(env_ids)
+    # A call the model wrote, parsed by TRL and rendered again, is the env's text of it.
+    call = '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 40}}</tool_call>'
+    parsed = tokenizer.parse_response(call + "<|im_end|>", prefix="")
+    rendered = tokenizer.apply_chat_template([user, parsed], tokenize=False)
+    assert rendered.endswith("<|im_start|>assistant\n" + call + "<|im_end|>\n")
+    assert as_env_messages([parsed]) == [{"role": "assistant", "content": call}]
 
 
 def test_trl_completions_are_scored_as_env_episodes():

@@ -23,8 +23,12 @@ RECIPE_FILE = "recipe.yaml"
 RECIPE_KEYS = (
     "build_model.scratch.vocab_size",
     "sft.num_train_epochs",
+    "sft.per_device_train_batch_size",
     "sft.learning_rate",
     "grpo.learning_rate",
+    "grpo.stages.wide.max_steps",
+    "grpo.stages.strong.max_steps",
+    "grpo.stages.polish.max_steps",
 )
 """The params keys an env's recipe sets, each null in params.yaml (docs/pipeline.md, "The env's recipe")."""
 
@@ -72,8 +76,13 @@ def _filled(params: Mapping, recipe: Mapping[str, Any]) -> dict:
     for key in RECIPE_KEYS:
         *path, field = key.split(".")
         block = filled
-        for part in path:
-            block = block.setdefault(part, {}) if isinstance(block, dict) else None
+        for parent, part in zip([None, *path], path, strict=False):
+            if "stages" in (parent, part) and isinstance(block, dict) and part not in block:
+                block = (
+                    None  # a recipe never adds a stage the params do not run (nor the stages, the model's)
+                )
+            else:
+                block = block.setdefault(part, {}) if isinstance(block, dict) else None
         if isinstance(block, dict) and block.get(field) is None:  # not a mapping: the params model reports it
             block[field] = recipe[key]
     return filled
@@ -85,7 +94,11 @@ def recipe_line(params: Mapping) -> str:
     env_name = _env_name(params)
     path, recipe = recipe_of(env_name)
     given, used = flatten(params, sep="."), flatten(_filled(params, recipe), sep=".")
-    parts = [f"{key} {used[key]}" + (" (set)" if given.get(key) is not None else "") for key in RECIPE_KEYS]
+    parts = [
+        f"{key} {used[key]}" + (" (set)" if given.get(key) is not None else "")
+        for key in RECIPE_KEYS
+        if key in used
+    ]
     own = path == recipe_path(env_name)
     whose = _shown(path) if own else f"it has none: {_shown(path)}"
     return f"recipe (null = env {env_name}'s; {whose}): " + ", ".join(parts)

@@ -296,8 +296,9 @@ class SFT(Section):
 
     num_train_epochs: float | None = Field(None, gt=0.0)
     """Passes over the curated games; null = the env's recipe (envs/<name>/recipe.yaml, tasks/plumbing/recipe.py)."""
-    per_device_train_batch_size: int = Field(64, ge=1)
-    """Conversations per micro-batch (CPU: keep under ~4k tokens)."""
+    per_device_train_batch_size: int | None = Field(None, ge=1)
+    """Conversations per micro-batch (CPU: keep under ~4k tokens); null = the env's recipe (tic-tac-toe 64; the
+    calculator 16: four times the updates over the same rows)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
     learning_rate: float | None = Field(None, gt=0.0)
@@ -346,7 +347,8 @@ class GRPO(Section):
     """One DVC stage per curriculum stage; keys named like `GRPOConfig` fields go to the trainer config."""
 
     stages: dict[str, GRPOStage] = Field(default_factory=_default_stages, min_length=1)
-    """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (wander/training/curriculum_config.py)."""
+    """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (wander/training/curriculum_config.py).
+    A stage's `max_steps` left null is the env's recipe (for the stages wide, strong and polish)."""
     num_generations: int = Field(8, ge=2)
     """Episodes per group (same spec, same opponent)."""
     batch_size: int = Field(CurriculumStage.batch_size, ge=1)

@@ -161,7 +161,7 @@ def test_env_name_alone_switches_the_environment(params: dict) -> None:
     stage = loaded.grpo.stages["wide"].curriculum_stage(
         "reverse_text", loaded.grpo.env.get("reverse_text", {})
     )
-    assert stage.env_kwargs == {} and stage.max_steps == params["grpo"]["stages"]["wide"]["max_steps"]
+    assert stage.env_kwargs == {} and stage.max_steps == 40  # params.yaml's null: reverse_text's recipe
     tictactoe = loaded.grpo.stages["wide"].curriculum_stage("tictactoe", loaded.grpo.env["tictactoe"])
     assert tictactoe.env_kwargs == {
         "invalid_penalty": -0.5,

@@ -46,7 +46,12 @@ def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(
     assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
     loaded = load_params(params=with_env(name))
     for key, value in recipe.items():
-        assert functools.reduce(getattr, key.split("."), loaded) == value
+        assert functools.reduce(_field, key.split("."), loaded) == value
+
+
+def _field(block: object, name: str) -> object:
+    """A field of a params section, or an entry of one of its mappings (grpo.stages.<name>)."""
+    return block[name] if isinstance(block, dict) else getattr(block, name)
 
 
 def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() -> None:
@@ -60,9 +65,23 @@ def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() ->
     line = recipe_line(chosen)
     assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
     assert line.endswith(
-        "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.learning_rate 0.0005, "
-        "grpo.learning_rate 5e-05"
+        "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.per_device_train_batch_size 64, "
+        "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.stages.wide.max_steps 40, "
+        "grpo.stages.strong.max_steps 60, grpo.stages.polish.max_steps 80"
     )
+
+
+def test_the_recipe_sets_the_steps_of_the_stages_the_params_run_and_adds_none() -> None:
+    # The calculator's SFT takes four times the updates of tic-tac-toe's over its rows (batch 16, not 64).
+    assert load_params(params=with_env("calculator")).sft.per_device_train_batch_size == 16
+    params = with_env("tictactoe")
+    params["grpo"]["stages"] = {"only": {"start": "sft", "max_steps": 7}, "wide": {"start": "grpo-only"}}
+    stages = load_params(params=params).grpo.stages
+    assert list(stages) == ["only", "wide"] and (stages["only"].max_steps, stages["wide"].max_steps) == (
+        7,
+        40,
+    )
+    assert recipe_line(params).endswith("grpo.stages.wide.max_steps 40")
 
 
 def test_a_profile_value_wins_over_the_recipe() -> None:
@@ -87,10 +106,13 @@ def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says
     assert "env my_env's; it has none: envs/tictactoe/recipe.yaml" in recipe_line(params)
     (own_env / "recipe.yaml").write_text(
         "build_model: {scratch: {vocab_size: 300}}\n"
-        "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
+        "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4, per_device_train_batch_size: 8}\n"
+        "grpo: {learning_rate: 2.0e-5, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
     )
     loaded = load_params(params=params)
     assert loaded.build_model.scratch.vocab_size == 300
+    assert loaded.sft.per_device_train_batch_size == 8
+    assert [stage.max_steps for stage in loaded.grpo.stages.values()] == [3, 2, 1]
     assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate, loaded.grpo.learning_rate) == (
         4.0,
         1e-4,
@@ -112,13 +134,17 @@ def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: 
         load_params(params=with_env("my_env"))
     message = str(caught.value)
     assert "recipe.yaml: a recipe sets exactly" in message
-    assert "['sft.max_length'] belong in params.yaml" in message and "add ['sft.learning_rate']" in message
+    assert (
+        "['sft.max_length'] belong in params.yaml" in message
+        and "add ['grpo.stages.polish.max_steps'" in message
+    )
 
 
 def test_a_recipe_value_the_params_model_refuses_names_the_key(own_env: Path) -> None:
     (own_env / "recipe.yaml").write_text(
         "build_model: {scratch: {vocab_size: 300}}\n"
-        "sft: {num_train_epochs: many, learning_rate: 1.0e-4}\ngrpo: {learning_rate: 2.0e-5}\n"
+        "sft: {num_train_epochs: many, learning_rate: 1.0e-4, per_device_train_batch_size: 8}\n"
+        "grpo: {learning_rate: 2.0e-5, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
     )
     with pytest.raises(ParamsError, match=r"section 'sft': key 'num_train_epochs' expects float or None"):
         load_params(params=with_env("my_env"))

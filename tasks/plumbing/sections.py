@@ -298,7 +298,7 @@ class SFT(Section):
     """Passes over the curated games; null = the env's recipe (envs/<name>/recipe.yaml, tasks/plumbing/recipe.py)."""
     per_device_train_batch_size: int | None = Field(None, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens); null = the env's recipe (tic-tac-toe 64; the
-    calculator 16: four times the updates over the same rows)."""
+    calculator 8: eight times the updates over the same rows)."""
     gradient_accumulation_steps: int = Field(1, ge=1)
     """Micro-batches per optimizer step."""
     learning_rate: float | None = Field(None, gt=0.0)

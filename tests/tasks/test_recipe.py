@@ -72,8 +72,8 @@ def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() ->
 
 
 def test_the_recipe_sets_the_steps_of_the_stages_the_params_run_and_adds_none() -> None:
-    # The calculator's SFT takes four times the updates of tic-tac-toe's over its rows (batch 16, not 64).
-    assert load_params(params=with_env("calculator")).sft.per_device_train_batch_size == 16
+    # The calculator's SFT takes eight times the updates of tic-tac-toe's over its rows (batch 8, not 64).
+    assert load_params(params=with_env("calculator")).sft.per_device_train_batch_size == 8
     params = with_env("tictactoe")
     params["grpo"]["stages"] = {"only": {"start": "sft", "max_steps": 7}, "wide": {"start": "grpo-only"}}
     stages = load_params(params=params).grpo.stages

@@ -77,10 +77,9 @@ def _filled(params: Mapping, recipe: Mapping[str, Any]) -> dict:
         *path, field = key.split(".")
         block = filled
         for parent, part in zip([None, *path], path, strict=False):
+            # A recipe never adds a stage the params do not run, nor `stages` itself (the model's default stages).
             if "stages" in (parent, part) and isinstance(block, dict) and part not in block:
-                block = (
-                    None  # a recipe never adds a stage the params do not run (nor the stages, the model's)
-                )
+                block = None
             else:
                 block = block.setdefault(part, {}) if isinstance(block, dict) else None
         if isinstance(block, dict) and block.get(field) is None:  # not a mapping: the params model reports it

@@ -7,6 +7,7 @@ are the env's config."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Iterator
@@ -266,10 +267,10 @@ class CalculatorEnv(SeededSplits, ToolEnv):
                 yield f"<answer>{value}</answer>"
 
     def evaluation_suite(self) -> EvaluationSuite:
-        """The rubric means per stratum and split (the shares in [0, 1], the counts not); fewer failed tool calls are
+        """The rubric means per stratum and split (the shares in [0, 1], the counts >= 0); fewer failed tool calls are
         better."""
         suite = super().evaluation_suite().lower_is_better("tool_errors")
-        return suite.bounded(0.0, 1.0, "reward", "correct", "format")
+        return suite.bounded(0.0, math.inf, "tool_errors").bounded(0.0, 1.0, "reward", "correct", "format")
 
     def curation_defaults(self) -> dict:
         """Exact answers only: the teacher's misreadings are what curation removes."""

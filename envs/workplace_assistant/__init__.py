@@ -12,6 +12,7 @@ env's config."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 
 from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, sentence, verify
@@ -160,9 +161,10 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
                 yield from (m["content"] for m in episode.messages[1:])
 
     def evaluation_suite(self) -> EvaluationSuite:
-        """The rubric means per stratum and split (the shares in [0, 1], the counts not); fewer side effects and
+        """The rubric means per stratum and split (the shares in [0, 1], the counts >= 0); fewer side effects and
         failed tool calls are better."""
-        suite = super().evaluation_suite().lower_is_better("side_effects", "tool_errors")
+        counts = ("side_effects", "tool_errors")
+        suite = super().evaluation_suite().lower_is_better(*counts).bounded(0.0, math.inf, *counts)
         return suite.bounded(0.0, 1.0, "reward", "task_reward", "state_checks", "completed", "format")
 
     def curation_defaults(self) -> dict:

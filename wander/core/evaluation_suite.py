@@ -61,8 +61,8 @@ class Metric:
     spread: bool = True
     """MEAN: rows keep `<name>_sd`, so pooled cells get an interval; False: pooled cells are a weighted mean only."""
     bounds: tuple[float, float] | None = None
-    """MEAN: the range every value lies in (a share: (0, 1)); its normal interval is clipped to it. None: unbounded
-    (a count, e.g. side effects)."""
+    """MEAN: the range every value lies in (a share: (0, 1); a count such as side effects: (0, math.inf)); its normal
+    interval is clipped to it. None: unbounded."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

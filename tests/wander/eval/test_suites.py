@@ -106,3 +106,16 @@ def test_a_bounded_mean_keeps_its_interval_inside_its_bounds():
     )
     shares = load_environment("calculator").evaluation_suite()
     assert [m.name for m in shares.metrics if m.bounds == (0.0, 1.0)] == ["reward", "correct", "format"]
+
+
+def test_a_count_s_interval_does_not_reach_below_zero():
+    # 3 tool errors in 400 episodes: the normal interval of the mean reaches below 0, which no count can.
+    row = {"games": 400, "tool_errors": 0.0075, "tool_errors_sd": 0.0863}
+    free = pooled([row], Metric("tool_errors"))
+    assert free["ci_low"] < 0.0
+    counts = {"calculator": ["tool_errors"], "workplace_assistant": ["side_effects", "tool_errors"]}
+    for name, metrics in counts.items():
+        suite = load_environment(name).evaluation_suite()
+        for metric in metrics:
+            counted = pooled([{**row, metric: 0.0075, f"{metric}_sd": 0.0863}], suite.metric(metric))
+            assert (counted["ci_low"], counted["ci_high"]) == (0.0, free["ci_high"]), (name, metric)

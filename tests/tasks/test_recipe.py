@@ -65,7 +65,7 @@ def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() ->
     line = recipe_line(chosen)
     assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
     assert line.endswith(
-        "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.per_device_train_batch_size 64, "
+        "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.per_device_train_batch_size 8, "
         "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.stages.wide.max_steps 40, "
         "grpo.stages.strong.max_steps 60, grpo.stages.polish.max_steps 80"
     )

@@ -388,6 +388,11 @@ class GRPO(Section):
     """Decision rollouts: each group answers the position after a seeded prefix of sampled turns ("depth"), or
     where the model, greedy, loses the most reward by its own reply ("mistake"); a single-turn env's groups differ
     at one token of the greedy reply, the one the model is least sure of ("token") (`RolloutConfig.branch_at`)."""
+    tool_protocol: Literal["environment_factory", "rollout_func"] = RolloutConfig.tool_protocol
+    """A tool env's rollouts: through TRL's tool loop, the tools rendered by the model's chat template
+    ("environment_factory"), or the env's own text protocol, as its SFT data and evaluation play it ("rollout_func")
+    (`RolloutConfig.tool_protocol`). params.yaml sets "rollout_func": the prompt GRPO samples from is the one SFT
+    trained on, for any model (a chat model's template renders tools its own way, or, like SmolLM2's, not at all)."""
     max_completion_length: int | None = Field(None, ge=1)
     """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
     included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/suite.py),
@@ -410,7 +415,12 @@ class GRPO(Section):
 
     def rollout(self) -> RolloutConfig:
         """The rollout settings the stages train with."""
-        return RolloutConfig(play_on=self.play_on, explore=self.explore, branch_at=self.branch_at)
+        return RolloutConfig(
+            play_on=self.play_on,
+            explore=self.explore,
+            branch_at=self.branch_at,
+            tool_protocol=self.tool_protocol,
+        )
 
     @model_validator(mode="before")
     @classmethod

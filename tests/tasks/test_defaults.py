@@ -37,6 +37,7 @@ TUNED = {
     "synthesize.teacher.max_concurrency",
     "grpo.batch_size",
     "grpo.play_on",
+    "grpo.tool_protocol",
     "grpo.env",
     "evaluate.policies",
 }
@@ -46,6 +47,7 @@ TUNED = {
 BACKED = {
     "grpo.batch_size": (CurriculumStage, "batch_size"),
     "grpo.play_on": (RolloutConfig, "play_on"),
+    "grpo.tool_protocol": (RolloutConfig, "tool_protocol"),
     "grpo.explore": (RolloutConfig, "explore"),
     "register.max_new_tokens": (EvaluateConfig, "max_new_tokens"),
     "register.eval_dir": (EvaluateConfig, "out_dir"),

@@ -150,3 +150,37 @@ def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_mo
         GRPOTrainer, model=tiny_model, args=args, rollout=RolloutConfig(tool_protocol="rollout_func")
     )
     assert text.rollout_func is not None and not text.tools
+
+
+@pytest.mark.slow
+def test_a_chat_template_without_tool_support_trains_a_tool_env_on_the_env_s_own_protocol(tmp_path):
+    # SmolLM2's ChatML template renders no tools (nor calls), so TRL's tool loop refuses
+    # it. The env's text protocol (the pipeline's grpo.tool_protocol) needs nothing of the template: the prompt is
+    # the one SFT trained on, tool schemas in the system message, and a step trains.
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wander.policies.packaged_models import packaged_file
+
+    path = packaged_file("smollm2-135m-instruct")
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    small = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), tie_word_embeddings=True, **small))
+    env = calculator()
+    args = cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=8,
+    )
+    with pytest.raises(ValueError, match="does not support tool calling"):
+        env >> trainer_spec(GRPOTrainer, model=model, processing_class=tokenizer, args=args)
+    rollout = RolloutConfig(tool_protocol="rollout_func")
+    trainer = env >> trainer_spec(
+        GRPOTrainer, model=model, processing_class=tokenizer, args=args, rollout=rollout
+    )
+    assert not trainer.tools and '"name": "add"' in env.system_prompt
+    trainer.train()
+    assert trainer.state.global_step == 1 and "rewards/correct/mean" in trainer.state.log_history[0]

@@ -28,6 +28,20 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+def one_step_args(tmp_path, max_completion_length: int):
+    """GRPO arguments for one CPU step of two groups of two."""
+    from trl import GRPOConfig
+
+    return cpu_args(
+        GRPOConfig,
+        str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=max_completion_length,
+    )
+
+
 def calculator() -> ToolEnv:
     parser = XMLParser(("answer",), answer_field="answer")
 
@@ -109,18 +123,11 @@ def test_trl_completions_are_scored_as_env_episodes():
 
 @pytest.mark.slow
 def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_model, tmp_path):
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     env = calculator()
     # In TRL's tool loop max_completion_length caps the whole completion, tool results included.
-    args = cpu_args(
-        GRPOConfig,
-        str(tmp_path),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=96,
-    )
+    args = one_step_args(tmp_path, max_completion_length=96)
     trainer = env >> trainer_spec(GRPOTrainer, model=tiny_model, args=args)
     assert trainer.environment_factories is not None and [t.__name__ for t in trainer.tools] == ["add"]
     assert trainer.train_dataset[0]["prompt"][0] == {"role": "system", "content": "Answer in <answer> tags."}
@@ -154,11 +161,11 @@ def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_mo
 
 @pytest.mark.slow
 def test_a_chat_template_without_tool_support_trains_a_tool_env_on_the_env_s_own_protocol(tmp_path):
-    # SmolLM2's ChatML template renders no tools (nor calls), so TRL's tool loop refuses
-    # it. The env's text protocol (the pipeline's grpo.tool_protocol) needs nothing of the template: the prompt is
-    # the one SFT trained on, tool schemas in the system message, and a step trains.
+    # SmolLM2's ChatML template renders no tools (nor calls), so TRL's tool loop refuses it. The env's text
+    # protocol (the pipeline's grpo.tool_protocol) needs nothing of the template: the prompt is the one SFT trained
+    # on, tool schemas in the system message, and a step trains.
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from wander.policies.packaged_models import packaged_file
 
@@ -167,20 +174,25 @@ def test_a_chat_template_without_tool_support_trains_a_tool_env_on_the_env_s_own
     small = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), tie_word_embeddings=True, **small))
     env = calculator()
-    args = cpu_args(
-        GRPOConfig,
-        str(tmp_path),
-        max_steps=1,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=8,
-    )
+    args = one_step_args(tmp_path, max_completion_length=8)
     with pytest.raises(ValueError, match="does not support tool calling"):
         env >> trainer_spec(GRPOTrainer, model=model, processing_class=tokenizer, args=args)
     rollout = RolloutConfig(tool_protocol="rollout_func")
     trainer = env >> trainer_spec(
         GRPOTrainer, model=model, processing_class=tokenizer, args=args, rollout=rollout
     )
-    assert not trainer.tools and '"name": "add"' in env.system_prompt
+    assert not trainer.tools
+    prompts = []
+    generate = trainer._generate_single_turn
+
+    def recorded(prompt_ids, *args, **kwargs):
+        prompts.extend(prompt_ids)
+        return generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = recorded
     trainer.train()
     assert trainer.state.global_step == 1 and "rewards/correct/mean" in trainer.state.log_history[0]
+    # The model was asked with the env's system prompt, tool schemas included, as SFT rows and evaluation carry it.
+    first = tokenizer.decode(prompts[0])
+    assert env.system_prompt in first and '"name": "add"' in env.system_prompt
+    assert first.endswith("<|im_start|>assistant\n")

@@ -202,6 +202,9 @@ class CalculatorEnv(SeededSplits, ToolEnv):
     """Word problems solved with calculator tools; strata are numbers of operations."""
 
     teacher_skill = 0.2  # the embedded teacher misreads a number in a fifth of the problems
+    # What the agent may not see: the problem's answer (the rubric's `answer`); the tool counts in the state are its own.
+    private_spec_keys = frozenset({"answer"})
+    private_state_keys = frozenset()
 
     def __init__(
         self,

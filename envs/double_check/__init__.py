@@ -134,6 +134,9 @@ class DoubleCheckEnv(SeededSplits, Environment):
     """Two turns: the answer, then the answer after "are you sure?"; strata are expression lengths."""
 
     teacher_skill = 0.3  # the embedded teacher first misses 30% of questions and catches half of those
+    # What the agent may not see: the question's value; the state holds only the answers the agent gave.
+    private_spec_keys = frozenset({"answer"})
+    private_state_keys = frozenset()
 
     def __init__(
         self, num_train: int, num_eval: int, num_test: int, seed: int, num_groups: int, specs_dir: str | None

@@ -85,6 +85,9 @@ class ReverseTextEnv(SeededSplits, SingleTurnEnv):
     """Reverse the user's text; strata are text lengths, balanced round-robin in every split."""
 
     teacher_skill = 0.2  # the embedded teacher slips on a fifth of the texts: competent, not perfect
+    # Nothing hidden: the spec holds the text the prompt shows (its reversal is computed, never stored).
+    private_spec_keys = frozenset()
+    private_state_keys = frozenset()
 
     def __init__(
         self, num_train: int, num_eval: int, num_test: int, seed: int, num_groups: int, specs_dir: str | None

@@ -67,6 +67,10 @@ class TicTacToeGame(Environment):
     # The settings that decide how an episode plays out from its spec and replies. The others choose the specs
     # (splits, opponent range, strata) or weight the rubric: a client of a served copy does those on its side.
     episode_settings = ("rendering", "reply_format", "history", "max_turns")
+    # Nothing hidden: a game of perfect information. The seed that draws the opponent's random moves stays public,
+    # because `reset(seed=...)` replays an episode by it.
+    private_spec_keys = frozenset()
+    private_state_keys = frozenset()
 
     def __init__(self, config: TicTacToeConfig):
         self.config = config

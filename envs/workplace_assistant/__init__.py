@@ -94,6 +94,10 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
     """Mailbox and calendar requests verified by the resulting state; strata are numbers of tool calls."""
 
     teacher_skill = 0.2  # the embedded teacher slips on a fifth of the requests; curation drops those
+    # What the agent may not see: the task's goals (the reference: resolved addresses and ids) and the workspace,
+    # which the agent must look up through the tools.
+    private_spec_keys = frozenset({"task"})
+    private_state_keys = frozenset({"workspace"})
 
     def __init__(
         self,

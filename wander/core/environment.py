@@ -22,7 +22,16 @@ class Environment(PipelineHooks):
     curation defaults, teacher) has defaults in `wander.core.suite.PipelineHooks`. Powers only some envs have
     (exact evaluation, worst case, decision branching, augmentation) are protocols an env opts into by defining
     their members (`wander.core.capabilities`); the base class has none of them.
+
+    What an agent may see: an env declares the keys of its episode spec and state that hold an answer, a reference
+    solution or anything else the agent must find for itself (`private_spec_keys`, `private_state_keys`); whatever
+    hands an episode to an agent (the env server, the game API's `info`) shows only `public_spec` / `public_state`.
     """
+
+    # `answer` is what `score` hands the rubric as the episode's answer, so it is private in every env by default;
+    # an env with other hidden fields names them all (and may override the two methods for finer views).
+    private_spec_keys: frozenset[str] = frozenset({"answer"})
+    private_state_keys: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -69,6 +78,14 @@ class Environment(PipelineHooks):
     def is_done(self, messages: list[Message], state: dict) -> bool:
         """Whether the episode is over (the turn limit is checked separately)."""
         return bool(state.get("done"))
+
+    def public_spec(self, spec: dict) -> dict:
+        """What an agent may see of an episode spec: every key but `private_spec_keys`."""
+        return {k: v for k, v in spec.items() if k not in self.private_spec_keys}
+
+    def public_state(self, state: dict) -> dict:
+        """What an agent may see of an episode's state: every key but `private_state_keys`."""
+        return {k: v for k, v in state.items() if k not in self.private_state_keys}
 
     def observation(self, episode: Episode) -> list[Message]:
         """What the policy reads before its next turn: by default the whole conversation so far."""
@@ -231,7 +248,8 @@ class Environment(PipelineHooks):
         observation = "" if last["role"] == "assistant" else last["content"]
         if ep.done:
             self.score([ep])
-        info = {"state": ep.state, "values": ep.values, "error": ep.error}
+        # The caller of the game API is the agent: it gets the public state, never an answer the env keeps.
+        info = {"state": self.public_state(ep.state), "values": ep.values, "error": ep.error}
         return observation, (ep.reward if ep.done else 0.0), ep.done, info
 
     @property

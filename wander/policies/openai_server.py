@@ -28,11 +28,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from wander.core.body_limit import BodyLimit
 from wander.core.environment import Environment
 from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
 from wander.core.process_tree import stop_when_gone
 
 MAX_N = 128  # a guard against a typo asking for a million completions
+# A request body larger than this is refused with 413 before it is read: 1 MiB holds a conversation far longer than
+# any context a served policy reads, and a bound keeps one client from making the server buffer gigabytes.
+MAX_BODY_BYTES = 1 << 20
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -114,6 +118,7 @@ def _documented(*statuses: int) -> dict[int | str, dict[str, Any]]:
     meaning = {
         400: "Invalid request: not JSON, a missing or mistyped field, stream=true.",
         404: "No such model on this server.",
+        413: "The request body is larger than the server's limit (1 MiB by default).",
         422: "A well-formed request the model cannot answer (e.g. no board in the last user message, the last "
         "message not from the user, a finished or impossible board); the message names the problem. "
         "Not worth retrying.",
@@ -160,9 +165,25 @@ def _server_error(_: Request, exc: Exception) -> JSONResponse:
     return openai_error(500, f"Internal server error: {type(exc).__name__}: {exc}")
 
 
-def create_app(make_policy: Callable[[int], Policy], model_name: str) -> FastAPI:
-    """A FastAPI app answering /v1/chat/completions with `make_policy(request seed)`."""
+def _too_large(limit: int) -> dict[str, Any]:
+    message = f"The request body is larger than this server's limit of {limit} bytes."
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "body_too_large",
+        }
+    }
+
+
+def create_app(
+    make_policy: Callable[[int], Policy], model_name: str, max_body_bytes: int = MAX_BODY_BYTES
+) -> FastAPI:
+    """A FastAPI app answering /v1/chat/completions with `make_policy(request seed)`; bodies over
+    `max_body_bytes` get 413 in OpenAI's error shape."""
     app = FastAPI(title=f"wander OpenAI-compatible server ({model_name})", docs_url=None, redoc_url=None)
+    app.add_middleware(BodyLimit, limit=max_body_bytes, error_body=_too_large)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _server_error)
@@ -183,7 +204,7 @@ def create_app(make_policy: Callable[[int], Policy], model_name: str) -> FastAPI
     def get_model(name: str) -> Any:
         return model_card() if name == model_name else unknown_model(name)
 
-    @app.post("/v1/chat/completions", responses=_documented(400, 404, 422, 500))
+    @app.post("/v1/chat/completions", responses=_documented(400, 404, 413, 422, 500))
     async def chat_completions(request: ChatCompletionRequest) -> Any:
         if request.stream:
             return openai_error(

@@ -164,21 +164,29 @@ class RemoteEnvironment(Environment):
         self.observation_field = observation_field
         self.split_sizes = split_sizes or {"train": 1000, "eval": 100, "test": 100}
         self._splits: dict[str, Any] = {}
+        # A wander server's Task API lists only the public part of each spec (the answer stays there), so an episode
+        # of a listed spec is reset by its split and index: spec (as JSON) -> (split, index).
+        self._task_refs: dict[str, tuple[str, int]] = {}
 
     # ----- data: the server's Task API, or seeded specs -----
 
     def get_dataset(self, split: str = "train") -> Any:
-        """The server's episode specs of a split (OpenEnv Task API), else `{"seed": n}` rows."""
+        """The server's episode specs of a split (OpenEnv Task API; a wander server's public parts), else
+        `{"seed": n}` rows."""
         if split not in self._splits:
             from datasets import Dataset
 
             tasks = self._post(f"/{self.server_name}/tasks", {"split": split})
+            listed = tasks is not None and self.wander
             if tasks is None:
                 if split not in SPLIT_OFFSETS:
                     raise KeyError(f"{self.name} has no split {split!r}; available: {sorted(SPLIT_OFFSETS)}")
                 offset = SPLIT_OFFSETS[split]
                 tasks = {"tasks": [{"seed": offset + i} for i in range(self.split_sizes.get(split, 0))]}
-            self._splits[split] = Dataset.from_list(tasks["tasks"])
+            data = self._splits[split] = Dataset.from_list(tasks["tasks"])
+            if listed:
+                # Keys of the rows as the Dataset hands them out (it may fill missing columns), so a row looks up.
+                self._task_refs.update((_spec_key(row), (split, i)) for i, row in enumerate(data))
         return self._splits[split]
 
     @property
@@ -254,6 +262,9 @@ class RemoteEnvironment(Environment):
 
     def _reset_args(self, spec: dict) -> dict[str, Any]:
         if self.wander:
+            listed = self._task_refs.get(_spec_key(spec))
+            if listed is not None:
+                return {"split": listed[0], "index": listed[1]}
             return {"seed": spec["seed"]} if set(spec) == {"seed"} else {"spec": spec}
         return dict(spec)  # OpenEnv passes reset only the keyword arguments its reset() declares
 
@@ -321,6 +332,11 @@ class RemoteEnvironment(Environment):
                 f"{method} {self.shown_url}{path}: {response.status_code} {response.text[:300]}"
             )
         return response.json()
+
+
+def _spec_key(spec: dict) -> str:
+    """A spec as a lookup key: its JSON with sorted keys."""
+    return json.dumps(spec, sort_keys=True, default=repr)
 
 
 def _server_value(name: str) -> Any:

@@ -1,44 +1,17 @@
-"""ASGI guards in front of openenv's server: a body size limit, and an answer to WebSocket frames it mishandles."""
+"""ASGI guards in front of openenv's server: a body size limit (`wander.core.body_limit`, shared by every wander
+server), and an answer to WebSocket frames it mishandles."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
-from fastapi.responses import JSONResponse
+from wander.core.body_limit import BodyLimit
 
-
-class BodyLimit:
-    """ASGI middleware: refuse an HTTP body over `limit` bytes with 413 before the app reads it."""
-
-    def __init__(self, app: Callable, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        """Buffer the body up to the limit, then hand it to the app; 413 beyond it."""
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await self._too_large(scope, receive, send)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return await self.app(scope, _replay([message]), send)
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._too_large(scope, receive, send)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        await self.app(scope, _replay([{"type": "http.request", "body": body, "more_body": False}]), send)
-
-    async def _too_large(self, scope: dict, receive: Callable, send: Callable) -> None:
-        response = JSONResponse(
-            status_code=413, content={"detail": f"request body larger than {self.limit} bytes"}
-        )
-        await response(scope, receive, send)
+__all__ = [
+    "BodyLimit",
+    "FrameCheck",
+]  # BodyLimit is the core's, re-exported for the servers that import it here
 
 
 class FrameCheck:
@@ -84,12 +57,3 @@ def _is_object_or_not_json(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except ValueError:
         return True  # openenv answers invalid JSON itself (INVALID_JSON)
-
-
-def _replay(messages: list[dict]) -> Callable:
-    queue = list(messages)
-
-    async def receive() -> dict:
-        return queue.pop(0) if queue else {"type": "http.disconnect"}
-
-    return receive

@@ -7,6 +7,8 @@ are not used), its rubric weights (the reward is the weighted sum of the rubric 
 trainer's own weights, such as GRPO's invalid-move penalty, apply), its parser, corpus, learning-curve suite and
 any attribute of its own (a solver that forces replies into local state stays local). An episode's record
 (`Episode.to_dict()`) is the local one byte for byte: same messages, state in the same key order, values, reward.
+The server never sends what the env declares private (`Environment.private_state_keys`); when the env has such keys,
+scoring rebuilds them here by replaying the episode's spec and replies on the local env.
 
 Construction checks that the server plays the same game: a wander server of the same environment name, rubric
 names, turn limit and history mode, and, when both sides have a config dataclass, equal `episode_settings` (the
@@ -59,6 +61,7 @@ class ServedEnvironment(RemoteEnvironment):
             )
         self.rubric, self.parser, self.system_prompt = local.rubric, local.parser, local.system_prompt
         self.max_turns, self.name, self.full_history = local.max_turns, local.name, local.full_history
+        self.private_spec_keys, self.private_state_keys = local.private_spec_keys, local.private_state_keys
 
     def differences(self, local: Environment) -> list[str]:
         """What the server reports that differs from `local` (empty when it plays the same game)."""
@@ -123,6 +126,14 @@ class ServedEnvironment(RemoteEnvironment):
         """The local env's SFT conversations of a played episode."""
         return self.local.training_conversations(messages)
 
+    def public_spec(self, spec: dict) -> dict:
+        """The local env's public part of a spec."""
+        return self.local.public_spec(spec)
+
+    def public_state(self, state: dict) -> dict:
+        """The local env's public part of a state."""
+        return self.local.public_state(state)
+
     def curve_metrics(self, *args: Any, **kwargs: Any) -> dict[str, float]:
         """The local env's learning-curve suite (tic-tac-toe's is exact: it forces replies into local state)."""
         return self.local.curve_metrics(*args, **kwargs)
@@ -159,6 +170,7 @@ class ServedEnvironment(RemoteEnvironment):
         for ep in episodes:
             for key in BOOKKEEPING:
                 ep.state.pop(key, None)
+            self._restore_private_state(ep)
             if not ep.values and not ep.error:
                 # Ended here before the server ended it (a trainer cut it at its token budget): the local rubric
                 # scores the state the server reported, as it would have scored a local episode.
@@ -170,6 +182,24 @@ class ServedEnvironment(RemoteEnvironment):
                     if weight:
                         reward += weight * ep.values[name]
             ep.reward = reward
+
+    def _restore_private_state(self, episode: Episode) -> None:
+        """Put back the state the server keeps to itself (the local env's private state keys), in the local key
+        order, by replaying the episode's spec and replies here: a record, and a rubric scoring it here, see the
+        whole state, as they would of a local episode."""
+        if not self.local.private_state_keys:
+            return  # nothing withheld: no replay (most envs, and every tic-tac-toe episode)
+        shadow = self.local.start(episode.spec)
+        for reply in episode.replies:
+            if shadow.done:
+                break
+            self.local.advance(shadow, reply)
+        # Every key the server did not send comes from the replay (the private ones, and any it could not send).
+        state = episode.state
+        merged = {key: state[key] if key in state else value for key, value in shadow.state.items()}
+        merged.update((key, value) for key, value in state.items() if key not in merged)
+        state.clear()
+        state.update(merged)
 
 
 def load_remote(url: str, **kwargs: Any) -> RemoteEnvironment:

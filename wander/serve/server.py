@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import math
 import random
 import threading
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from wander.core.episode import Episode
 from wander.core.policy import Reply
 from wander.core.splits import SPLIT_SEEDS
 from wander.serve.guards import BodyLimit, FrameCheck
-from wander.serve.protocol import WanderAction, WanderObservation, WanderState
+from wander.serve.protocol import WanderAction, WanderObservation, WanderState, finite, json_safe
 
 MAX_SESSIONS = 256
 IDLE_TTL_S = 300.0
@@ -90,7 +89,7 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         """Start an episode from a seed, an explicit spec, a split and index, or (none of them) a seed it draws.
 
         The observation's `metadata` names the episode: `seed` (given or drawn; `reset(seed=...)` replays it) and
-        `spec`.
+        `spec`, its public part (`Environment.public_spec`: never an answer or another private field).
         """
         self._check_open()
         unknown = sorted(set(kwargs) - set(RESET_FIELDS))
@@ -103,12 +102,14 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         try:
             self.episode = self.env.start(spec)
         except Exception as exc:  # noqa: BLE001 - a spec the env cannot start is the client's input
+            shown = self.env.public_spec(spec)  # a spec from a split holds private fields: never echo those
             raise RequestError(
-                f"cannot start an episode of {self.env.name} from spec {spec!r}: {exc}"
+                f"cannot start an episode of {self.env.name} from spec {shown!r}: {exc}"
             ) from exc
         self.episode_id = episode_id
         named = {"seed": seed} if given is None and split is None else {}
-        return self._observation(self.episode.messages, metadata={**named, "spec": _json_safe(spec)})
+        public = json_safe(self.env.public_spec(spec))
+        return self._observation(self.episode.messages, metadata={**named, "spec": public})
 
     def step(self, action: WanderAction, timeout_s: float | None = None, **kwargs: Any) -> WanderObservation:
         """Play the model's message through the env; the final step carries the reward and rubric values."""
@@ -143,12 +144,12 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
 
     @property
     def state(self) -> WanderState:
-        """The session's episode: spec, model turns so far, whether it is over."""
+        """The session's episode: its public spec, model turns so far, whether it is over."""
         ep = self.episode
         return WanderState(
             episode_id=self.episode_id,
             step_count=int(ep.state.get("turn", 0)) if ep else 0,
-            spec=_json_safe(ep.spec) if ep else {},
+            spec=json_safe(self.env.public_spec(ep.spec)) if ep else {},
             done=bool(ep and ep.done),
             environment=self.env.name,
         )
@@ -166,7 +167,7 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         self.closed = True
         self.episode = None
 
-    # ----- OpenEnv Task API: the env's splits of episode specs -----
+    # ----- OpenEnv Task API: the env's splits of episode specs, their public parts (reset by split and index) -----
 
     def list_splits(self) -> list[str]:
         """The env's splits."""
@@ -177,16 +178,17 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         return len(self._split(split))
 
     def get_task(self, split: str, index: int) -> dict:
-        """One episode spec (IndexError becomes OpenEnv's 400)."""
+        """One episode spec's public part (IndexError becomes OpenEnv's 400)."""
         data = self._split(split)
         if not 0 <= index < len(data):
             raise IndexError(index)
-        return _json_safe(dict(data[index]))
+        return json_safe(self.env.public_spec(dict(data[index])))
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
-        """Episode specs `[start, stop)` of a split."""
+        """The public parts of episode specs `[start, stop)` of a split."""
         data = self._split(split)
-        return [_json_safe(dict(data[i])) for i in range(*slice(start, stop).indices(len(data)))]
+        indices = range(*slice(start, stop).indices(len(data)))
+        return [json_safe(self.env.public_spec(dict(data[i]))) for i in indices]
 
     def list_tasks(self, split: str) -> list[dict]:
         """Every episode spec of a split."""
@@ -214,10 +216,10 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         if split is not None or index is not None:
             if not isinstance(split, str) or not _is_int(index):
                 raise RequestError("reset by task needs 'split' (a string) and 'index' (an integer) together")
-            try:
-                return self.get_task(split, index)
-            except IndexError:
-                raise RequestError(f"index {index} is out of range for split {split!r}") from None
+            data = self._split(split)
+            if not 0 <= index < len(data):
+                raise RequestError(f"index {index} is out of range for split {split!r}")
+            return dict(data[index])  # the whole spec: its private fields stay on this side
         if not _is_int(seed) or seed < 0:
             raise RequestError(f"reset 'seed' must be a non-negative integer, got {seed!r}")
         return self.env.make_spec(seed)
@@ -228,12 +230,12 @@ class EpisodeSession(OpenEnvEnvironment[WanderAction, WanderObservation, WanderS
         done = ep.done
         return WanderObservation(
             done=done,
-            reward=_finite(ep.reward) if done else None,
-            messages=_json_safe(messages),
-            prompt=[] if done else _json_safe(self.env.observation(ep)),
-            values={k: _finite(v) for k, v in ep.values.items()},
+            reward=finite(ep.reward) if done else None,
+            messages=json_safe(messages),
+            prompt=[] if done else json_safe(self.env.observation(ep)),
+            values={k: finite(v) for k, v in ep.values.items()},
             error=ep.error,
-            state=_json_safe(ep.to_dict()["state"]),
+            state=json_safe(self.env.public_state(ep.to_dict()["state"])),
             metadata=metadata or {},
         )
 
@@ -253,44 +255,6 @@ class ThreadedEpisodeSession(EpisodeSession):
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _finite(value: float) -> float:
-    # JSON has no NaN/inf; a rubric that produced one gets a 0, as an errored episode does.
-    value = float(value)
-    return value if math.isfinite(value) else 0.0
-
-
-_PLAIN = (str, int, bool, type(None))
-
-
-def _json_safe(value: Any) -> Any:
-    """Plain JSON types only (tuples become lists, other objects their repr)."""
-    # Every observation passes through here on every step, and it is almost always JSON-safe already (string-keyed
-    # dicts and lists of strings and ints): checking is cheaper than rebuilding it.
-    if _is_plain(value):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return _finite(value)
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    return repr(value)
-
-
-def _is_plain(value: Any) -> bool:
-    """Whether `value` is already what `_json_safe` would return (no tuples, non-str keys, NaN or objects)."""
-    kind = type(value)
-    if kind is dict:
-        return all(type(k) is str and _is_plain(v) for k, v in value.items())
-    if kind is list:
-        return all(_is_plain(v) for v in value)
-    if kind is float:
-        return math.isfinite(value)
-    return kind in _PLAIN
 
 
 def _request_error(_: Request, exc: RequestError) -> JSONResponse:
@@ -348,7 +312,7 @@ def create_env_app(
     app.title = f"wander environment {env.name!r} (OpenEnv)"
 
     config = getattr(env, "config", None)
-    settings = _json_safe(dataclasses.asdict(config)) if dataclasses.is_dataclass(config) else None
+    settings = json_safe(dataclasses.asdict(config)) if dataclasses.is_dataclass(config) else None
 
     @app.get("/wander/info", tags=["Environment Info"])
     def wander_info() -> dict[str, Any]:

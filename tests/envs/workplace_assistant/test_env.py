@@ -231,7 +231,8 @@ def test_a_stepped_episode_resumes_to_what_the_rollout_plays(env) -> None:
         while not done:
             _, reward, done, info = env.step(teacher([env.episode.messages])[0].content)
         assert reward == played.reward and env.episode.messages == played.messages
-        assert info["state"]["workspace"] == played.state["workspace"]
+        assert env.episode.state["workspace"] == played.state["workspace"]
+        assert "workspace" not in info["state"]  # the agent looks the workspace up through the tools
         assert replay_problems(env, played.to_dict()) == []  # curation's gate replays the recorded calls
 
 

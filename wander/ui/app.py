@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,41 +18,62 @@ from fastapi.responses import RedirectResponse
 
 from wander.core.environment import Environment
 from wander.core.policy import Policy
-from wander.core.registry import load_environment
+from wander.core.registry import environment_names, load_environment
 from wander.policies.loading import make_policy
+from wander.serve.guards import BodyLimit
 from wander.ui import curves_view, episodes_view, play_view
+from wander.ui.guard import SameOrigin, new_token
+from wander.ui.models import SCRIPTED_HINT, ModelAccess
 from wander.ui.play import Games, PlayError
 from wander.ui.run_files import RunFiles
 
 MAX_POLICIES = 4  # loaded policies kept (a model folder takes seconds to load)
+MAX_ENVS = 8  # environments kept (each holds its datasets); the oldest used goes first
+MAX_BODY = 64 * 1024  # bytes of a request body: a typed turn is the longest thing a form sends
 
 
 class UIState:
     """What the views share: the run, the games, and the environments and policies loaded so far."""
 
-    def __init__(self, root: str | Path = ".", seed: int = 0):
+    def __init__(self, root: str | Path = ".", seed: int = 0, access: ModelAccess | None = None):
         self.run = RunFiles(root)
         self.games = Games(seed)
         self.seed = seed
-        self._envs: dict[str, Environment] = {}
+        self.access = access or ModelAccess(self.run.root)
+        self.csrf = new_token()
+        self._envs: OrderedDict[str, Environment] = OrderedDict()
         self._policies: OrderedDict[tuple[str, str], Policy] = OrderedDict()
         self._lock = threading.Lock()
 
     def environment(self, name: str | None = None) -> Environment:
-        """The run's environment (its settings), or another one by name with its defaults."""
+        """The run's environment (its settings), or a registered one by name with its defaults."""
         run_env = self.run.env_kwargs()
         key = name or run_env["name"]
+        # The run's own env is what the user configured; any other must be a registered one (no module path,
+        # no `openenv:URL`: a form must not make the server import or connect to what it names).
+        if key != run_env["name"] and key not in environment_names():
+            raise PlayError(
+                f"unknown environment {key!r}: the UI plays the registered environments "
+                f"({', '.join(environment_names())}) and the run's own ({run_env['name']})"
+            )
         with self._lock:
-            if key not in self._envs:
-                kwargs = run_env if key == run_env["name"] else {"name": key}
-                try:
-                    self._envs[key] = load_environment(**kwargs)
-                except (ImportError, KeyError, TypeError) as exc:
-                    raise PlayError(f"unknown environment {key!r}: {exc}") from None
-            return self._envs[key]
+            if key in self._envs:
+                self._envs.move_to_end(key)
+                return self._envs[key]
+        kwargs = run_env if key == run_env["name"] else {"name": key}
+        try:
+            env = load_environment(**kwargs)
+        except (ImportError, KeyError, TypeError) as exc:
+            raise PlayError(f"unknown environment {key!r}: {exc}") from None
+        with self._lock:
+            self._envs[key] = env
+            while len(self._envs) > MAX_ENVS:
+                self._envs.popitem(last=False)
+        return env
 
     def policy(self, spec: str, env: Environment) -> Policy:
-        """A policy by spec: `champion` (the registry's alias), a lineage name, a folder, a scripted player, a URL."""
+        """A policy by spec: `champion` (the registry's alias), a lineage name, a scripted player, a model folder
+        under the project, or a URL the user allowed (`wander.ui.models`)."""
         if not spec:
             raise PlayError("name a policy: champion, a model folder, a scripted player or a URL")
         key = (env.name, spec)
@@ -59,36 +81,55 @@ class UIState:
             if key in self._policies:
                 self._policies.move_to_end(key)
                 return self._policies[key]
-        # The env's reply budget: a tool env's calls or a reversal outgrow a move's few tokens.
-        policy = make_policy(self._resolve(spec), seed=self.seed, max_new_tokens=env.reply_tokens(), env=env)
+        policy = self._load(spec, env)
         with self._lock:
             self._policies[key] = policy
             while len(self._policies) > MAX_POLICIES:
                 self._policies.popitem(last=False)
         return policy
 
-    def _resolve(self, spec: str) -> str:
+    def _load(self, spec: str, env: Environment) -> Policy:
+        # The env's reply budget: a tool env's calls or a reversal outgrow a move's few tokens.
+        budget = dict(seed=self.seed, max_new_tokens=env.reply_tokens(), env=env)
+        folder = self._named_folder(spec)
+        if folder is None:
+            scripted = env.scripted_policy(spec, self.seed)
+            if scripted is not None:
+                return scripted
+            resolved = self.access.resolve(spec)
+            if resolved.url is not None:
+                return make_policy(resolved.url, api_key_env=resolved.api_key_env, **budget)
+            folder = resolved.folder
+        try:
+            return make_policy(str(folder), **budget)
+        except (
+            Exception
+        ) as exc:  # a folder that holds no loadable model: said on the page, the server goes on
+            raise PlayError(f"could not load the model in {folder}: {type(exc).__name__}: {exc}") from None
+
+    def _named_folder(self, spec: str) -> Path | None:
+        """The folder of `champion` or of a lineage name (the run's own, so trusted); None for other specs."""
         if spec == "champion":
             folder = self.run.alias_checkpoint("champion")
             if folder is None:
                 raise PlayError(
                     f"no registered champion in {self.run.root / 'mlflow/mlflow.db'}: run the pipeline (`make run`), "
-                    "or name a model folder, a scripted player (minimax, random, teacher) or a URL"
+                    f"or name a model folder, {SCRIPTED_HINT} or a URL"
                 )
-            return str(folder)
-        lineage = dict(self.run.lineage())
-        if spec in lineage:
-            return str(lineage[spec])
-        if spec.startswith(("http://", "https://")) or Path(spec).is_absolute():
-            return spec
-        folder = self.run.root / spec
-        return str(folder) if folder.exists() else spec
+            return folder
+        return dict(self.run.lineage()).get(spec)
 
 
-def create_app(root: str | Path = ".", seed: int = 0) -> FastAPI:
-    """The app for the run in `root`; `seed` draws the games' episode seeds."""
+def create_app(
+    root: str | Path = ".",
+    seed: int = 0,
+    allow_remote_models: bool = False,
+    api_key_endpoints: Iterable[str] = (),
+) -> FastAPI:
+    """The app for the run in `root`; `seed` draws the games' episode seeds; the rest: `wander.ui.models`."""
     app = FastAPI(title="wander ui", docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.ui = UIState(root, seed)
+    access = ModelAccess(Path(root), allow_remote_models, tuple(api_key_endpoints))
+    app.state.ui = UIState(root, seed, access)
     for view in (play_view, episodes_view, curves_view):
         app.include_router(view.router)
 
@@ -96,6 +137,9 @@ def create_app(root: str | Path = ".", seed: int = 0) -> FastAPI:
     def home() -> RedirectResponse:
         return RedirectResponse("/play")
 
+    # Added last, runs first: the body is bounded before the guard reads the form's token.
+    app.add_middleware(SameOrigin, token=app.state.ui.csrf)
+    app.add_middleware(BodyLimit, limit=MAX_BODY)
     return app
 
 
@@ -108,7 +152,7 @@ def ui_command(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--root {root} is not a folder: give the project folder of a run (where params.yaml is)"
         )
-    app = create_app(root, args.seed)
+    app = create_app(root, args.seed, args.allow_remote_models, args.api_key_endpoint)
     print(f"wander ui for {root.resolve()} at http://{args.host}:{args.port}/ (Ctrl-C stops it)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
@@ -123,4 +167,17 @@ def register(sub: Any, port_type: Any = int) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
     p.add_argument("--port", type=port_type, default=8501, help="port (default 8501)")
     p.add_argument("--seed", type=int, default=0, help="seed of the games' episode seeds (default 0)")
+    p.add_argument(
+        "--allow-remote-models",
+        action="store_true",
+        help="let the Play form load a model URL on another machine (default: loopback URLs only)",
+    )
+    p.add_argument(
+        "--api-key-endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="send OPENAI_API_KEY to model URLs of this endpoint (scheme, host, port); repeatable; "
+        "default: the key goes to no model URL",
+    )
     p.set_defaults(func=ui_command)

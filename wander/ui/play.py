@@ -98,6 +98,11 @@ class Games:
         self._games: OrderedDict[str, Game] = OrderedDict()
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        """How many games are kept."""
+        with self._lock:
+            return len(self._games)
+
     def add(self, game: Game) -> Game:
         """Keep `game` (dropping the oldest beyond MAX_GAMES)."""
         with self._lock:

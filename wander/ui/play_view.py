@@ -8,6 +8,7 @@ from html import escape
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from wander.ui.guard import token_field
 from wander.ui.pages import board, fmt, messages, page, table
 from wander.ui.play import Game, PlayError, new_game, person_move, typed_turn
 
@@ -31,12 +32,13 @@ def new_game_form(ui, policy: str = "champion", env_name: str | None = None) -> 
     options = "".join(f'<option value="{escape(n)}">' for n in names)
     env_name = env_name or ui.run.env_kwargs()["name"]
     return (
-        '<form method="post" action="/play/new" id="new-game">'
+        f'<form method="post" action="/play/new" id="new-game">{token_field(ui.csrf)}'
         f'<p><label>Policy <input name="policy" value="{escape(policy)}" list="policies" size="40"></label> '
-        "(the registered champion, a lineage name, a model folder, a scripted player or an OpenAI-compatible URL)"
+        "(the registered champion, a lineage name, a model folder of the project, a scripted player or an "
+        "OpenAI-compatible URL on this machine)"
         f'<datalist id="policies">{options}</datalist></p>'
         f'<p><label>Environment <input name="env" value="{escape(env_name)}" size="20"></label> '
-        "(the run's own by default)</p>"
+        "(the run's own by default, or a registered one)</p>"
         '<p>You play: <label><input type="radio" name="side" value="first" checked> first</label> '
         '<label><input type="radio" name="side" value="second"> second</label> '
         "(board games; in other environments you type the policy's turns or let it play them)</p>"
@@ -57,17 +59,23 @@ def play_new(
     except (PlayError, ValueError, OSError) as exc:
         form = new_game_form(ui, policy, env or None)
         return HTMLResponse(page("Play", form, here="/play", error=str(exc)), status_code=400)
+    except RuntimeError as exc:  # the policy's endpoint failed (PolicyRequestError): not the form's fault
+        form = new_game_form(ui, policy, env or None)
+        return HTMLResponse(
+            page("Play", form, here="/play", error=f"the policy failed: {exc}"), status_code=502
+        )
     return RedirectResponse(f"/play/{game.id}", status_code=303)
 
 
 @router.get("/play/{game_id}", response_class=HTMLResponse)
 def play_game(request: Request, game_id: str) -> HTMLResponse:
     """A game: its board (or conversation), the policy's raw replies and, once over, the scores."""
+    ui = _state(request)
     try:
-        game = _state(request).games.get(game_id)
+        game = ui.games.get(game_id)
     except PlayError as exc:
         return HTMLResponse(page("Play", "", here="/play", error=str(exc)), status_code=404)
-    return HTMLResponse(game_page(game))
+    return HTMLResponse(game_page(game, ui.csrf))
 
 
 @router.post("/play/{game_id}/move", response_class=HTMLResponse)
@@ -91,33 +99,36 @@ def _refuse(message: str) -> None:
 
 
 def _act(request: Request, game_id: str, action) -> HTMLResponse:
+    ui = _state(request)
     try:
-        game = _state(request).games.get(game_id)
+        game = ui.games.get(game_id)
     except PlayError as exc:
         return HTMLResponse(page("Play", "", here="/play", error=str(exc)), status_code=404)
     try:
         action(game)
     except PlayError as exc:
-        return HTMLResponse(game_page(game, error=str(exc)), status_code=400)
-    return HTMLResponse(game_page(game))
+        return HTMLResponse(game_page(game, ui.csrf, error=str(exc)), status_code=400)
+    except RuntimeError as exc:  # the policy's endpoint failed (PolicyRequestError)
+        return HTMLResponse(game_page(game, ui.csrf, error=f"the policy failed: {exc}"), status_code=502)
+    return HTMLResponse(game_page(game, ui.csrf))
 
 
-def game_page(game: Game, error: str | None = None) -> str:
-    """The page of one game."""
+def game_page(game: Game, token: str, error: str | None = None) -> str:
+    """The page of one game; `token` is the server's CSRF token, which its forms carry."""
     title = f"{game.env.name}: you against {game.policy_name}"
     if game.board_game:
         side = f"<p>You play <b id='person-mark'>{escape(str(game.person_mark))}</b>.</p>"
-        left = side + board(game.board(), game.open_cells(), f"/play/{game.id}/move")
+        left = side + board(game.board(), game.open_cells(), f"/play/{game.id}/move", {"csrf": token})
         if not game.done:
             left += (
-                f'<form method="post" action="/play/{game.id}/move"><label>or type a cell '
+                f'<form method="post" action="/play/{game.id}/move">{token_field(token)}<label>or type a cell '
                 '<input name="cell" size="4" id="cell-text"></label> <button type="submit">Play</button></form>'
             )
     else:
         left = messages(game.episode.messages if game.episode else [])
         if not game.done:
             left += (
-                f'<form method="post" action="/play/{game.id}/turn"><p><label>The policy\'s turn<br>'
+                f'<form method="post" action="/play/{game.id}/turn">{token_field(token)}<p><label>The policy\'s turn<br>'
                 '<textarea name="text" rows="3" cols="60" id="turn-text"></textarea></label></p>'
                 '<p><button name="who" value="person" type="submit">Play this turn</button> '
                 f'<button name="who" value="policy" type="submit">Let {escape(game.policy_name)} play it</button>'

@@ -6,8 +6,11 @@ metrics file, and a real MLflow sqlite store with a stage run's per-step metrics
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -71,7 +74,55 @@ def build_run(root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_root(tmp_path_factory) -> Path:
-    """A project folder after a (tiny) pipeline run."""
+    """A project folder after a (tiny) pipeline run (built once: no test writes to it)."""
     return build_run(tmp_path_factory.mktemp("run"))
+
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def chromium() -> str:
+    """The system Chromium; its absence is an install problem, said so (never a skip)."""
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise AssertionError("no Chromium on PATH: `make browser` installs Debian's (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium; `evil.example` resolves to loopback in it (a DNS-rebinding attacker's name)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        args = ["--no-sandbox", "--host-resolver-rules=MAP evil.example 127.0.0.1"]
+        browser = p.chromium.launch(executable_path=chromium(), headless=True, args=args)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(browser):
+    """One page of the headless Chromium."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.set_default_timeout(30_000)
+    yield page
+    page.close()
+
+
+def csrf_token(url: str) -> str:
+    """The CSRF token a UI's forms carry, read from its Play page as a browser would."""
+    found = re.search(r'name="csrf" value="([^"]+)"', httpx.get(url + "/play", timeout=30).text)
+    assert found, "the Play page's form carries no csrf field"
+    return found.group(1)
+
+
+def post_form(url: str, path: str, data: dict, **kwargs) -> httpx.Response:
+    """POST a form as the UI's own page does: with its CSRF token and its own Origin."""
+    headers = {"Origin": url, **kwargs.pop("headers", {})}
+    return httpx.post(
+        url + path, data={"csrf": csrf_token(url), **data}, headers=headers, timeout=60, **kwargs
+    )

@@ -5,7 +5,6 @@ evaluation game move by move, and shows the lineage and curves; each view is scr
 from __future__ import annotations
 
 import html
-import shutil
 
 import httpx
 import pytest
@@ -13,16 +12,7 @@ import pytest
 from wander.policies.openai_server import serve_in_thread
 from wander.ui.app import create_app
 
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
-
-
-def chromium() -> str:
-    """The system Chromium; its absence is an install problem, said so (never a skip)."""
-    for name in CHROMIUM_NAMES:
-        path = shutil.which(name)
-        if path:
-            return path
-    raise AssertionError("no Chromium on PATH: `make browser` installs Debian's (apt-get install chromium)")
+from .conftest import post_form
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +22,6 @@ def ui_url(run_root):
         create_app(run_root, seed=1), api_path="", probe_path="/play", startup_timeout=60
     ) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser_page():
-    """One headless Chromium page."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.set_default_timeout(30_000)
-        yield page
-        browser.close()
 
 
 @pytest.mark.slow
@@ -88,7 +65,7 @@ def test_the_champions_invalid_replies_are_shown_and_bad_input_is_refused_on_the
     page.goto(ui_url + "/play")
     page.fill("input[name=policy]", "no/such/model")
     page.click("#start")
-    assert "no/such/model" in page.inner_text(".error")
+    assert "'no/such/model' is not a model folder under the project" in page.inner_text(".error")
 
 
 @pytest.mark.slow
@@ -137,11 +114,11 @@ def test_bad_requests_get_their_reason_on_the_page(ui_url):
             "no game 99 in this cell",
         ),
         (
-            httpx.post(ui_url + "/play/new", data={"policy": "minimax", "env": "nope"}),
+            post_form(ui_url, "/play/new", {"policy": "minimax", "env": "nope"}),
             400,
             "unknown environment 'nope'",
         ),
-        (httpx.post(ui_url + "/play/new", data={"policy": " "}), 400, "name a policy"),
+        (post_form(ui_url, "/play/new", {"policy": " "}), 400, "name a policy"),
     ]
     for response, status, reason in cases:
         assert response.status_code == status and reason in error(response), (reason, response.text[-300:])

@@ -21,6 +21,8 @@ from wander.ui.app import create_app
 from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move, typed_turn
 from wander.ui.run_files import RunFiles, RunMissing
 
+from .conftest import post_form
+
 SETTINGS = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8)
 
 
@@ -132,7 +134,7 @@ def test_a_missing_run_is_a_message_on_each_page(tmp_path):
     with serve_in_thread(create_app(tmp_path), api_path="", probe_path="/play") as url:
         episodes = httpx.get(url + "/episodes", timeout=30)
         curves = httpx.get(url + "/curves", timeout=30)
-        champion = httpx.post(url + "/play/new", data={"policy": "champion", "side": "first"}, timeout=30)
+        champion = post_form(url, "/play/new", {"policy": "champion", "side": "first"})
     assert episodes.status_code == 404 and "run the pipeline first (`make run`)" in html.unescape(
         episodes.text
     )

@@ -5,6 +5,11 @@ The store is the project's own: `sqlite:///<root>/mlflow/mlflow.db` with artifac
 `WANDER_PARENT_RUN_ID`; without it, the stage logs a standalone run. The parent is deliberately not passed as
 `MLFLOW_RUN_ID`: MLflow (and transformers' callback) would then resume the parent instead of nesting under it.
 Stage code calls `log_metrics`/`log_artifact`, which do nothing when no run is active (tests, ad-hoc calls).
+
+A stop signal never cuts a store write in half: once `setup` ran, every SQLAlchemy session transaction of the process
+(MLflow's store, whoever writes: a stage, transformers' MLflow callback, the registry client) is a
+`defer_stops` block, so a stop waits for its commit; cut in half, it kept SQLite's lock and recording the run KILLED
+waited 20 s for it. Artifact copies are no transaction: a stop there is raised at once and unwinds.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from wander.core.atomic_io import write_json
 from wander.core.logs import redact_url
-from wander.core.process_tree import alive
+from wander.core.process_tree import alive, defer_stops
 
 if TYPE_CHECKING:
     from tasks.plumbing.sections import Layout
@@ -29,6 +34,7 @@ PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
 EXPERIMENT_ENV = "WANDER_EXPERIMENT"
 DEFAULT_EXPERIMENT = "wander"
 STORE_DIR = "mlflow"
+_in_transaction: dict[int, contextlib.AbstractContextManager] = {}  # id(session transaction) -> its deferral
 
 
 def tracking_uri(root: str | os.PathLike = ".") -> str:
@@ -47,15 +53,43 @@ def setup(root: str | os.PathLike = ".", experiment: str | None = None) -> str:
     """Point MLflow at the project's store and return the id of the experiment (created on first use)."""
     import mlflow
 
+    defer_stops_in_transactions()
     (Path(root) / STORE_DIR).mkdir(parents=True, exist_ok=True)
     # MLflow also exports this as MLFLOW_TRACKING_URI: stage subprocesses then log to their parent's store.
     mlflow.set_tracking_uri(tracking_uri(root))
     name = experiment or os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
-    found = mlflow.MlflowClient().get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    # Our own artifact location: the store's default (./mlruns) would land wherever the process runs.
-    return mlflow.create_experiment(name, artifact_location=artifact_root(root).as_uri())
+    # The first use creates the store's schema (alembic, on a connection outside any session): one transaction too.
+    with defer_stops():
+        found = mlflow.MlflowClient().get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        # Our own artifact location: the store's default (./mlruns) would land wherever the process runs.
+        return mlflow.create_experiment(name, artifact_location=artifact_root(root).as_uri())
+
+
+def defer_stops_in_transactions() -> None:
+    """Make every SQLAlchemy session transaction of this process a `defer_stops` block, from its first statement to
+    its end (commit, rollback or close); idempotent."""
+    from sqlalchemy import event
+    from sqlalchemy.orm import Session
+
+    if not event.contains(Session, "after_begin", _transaction_began):
+        event.listen(Session, "after_begin", _transaction_began)
+        event.listen(Session, "after_transaction_end", _transaction_ended)
+
+
+def _transaction_began(session: Any, transaction: Any, connection: Any) -> None:
+    if id(transaction) not in _in_transaction:
+        deferral = defer_stops()
+        deferral.__enter__()
+        _in_transaction[id(transaction)] = deferral
+
+
+def _transaction_ended(session: Any, transaction: Any) -> None:
+    # After the commit or rollback itself: a stop waiting for it is redelivered once the lock is released.
+    deferral = _in_transaction.pop(id(transaction), None)
+    if deferral is not None:
+        deferral.__exit__(None, None, None)
 
 
 def _owner() -> dict[str, str]:

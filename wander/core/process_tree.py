@@ -4,11 +4,13 @@ Four pieces, used by the pipeline flow, the stages and the servers they start:
 
 - `with stop_on_signals():` SIGTERM and SIGINT raise `Stopped` (a KeyboardInterrupt) in the main thread, so `with` blocks
   unwind (servers stopped, MLflow runs ended KILLED), and arm `exit_after`: a stuck teardown cannot keep the process.
-  Where raising would do harm, the stop waits a moment: see `unsafe_to_raise`.
+  Where raising would do harm, the stop waits: inside `with defer_stops():` (a database transaction says so itself)
+  or a finalizer; see `unsafe_to_raise`. A stop still waiting when the `stop_on_signals` block ends is forgotten.
 - `start_group(cmd)` / `stop_group(proc)`: a child in a process group of its own, stopped as a whole (SIGTERM, a
-  grace period, SIGKILL), stragglers included.
+  grace period, SIGKILL, a wait), stragglers included, whatever signal arrives meanwhile.
 - `stop_when_gone(pid)`: a watch thread that stops this process when `pid` ends, even by SIGKILL, so a helper is
-  never orphaned. It opens a pidfd at once (no pid-reuse race, no polling) where Linux has it. `die_with_parent` is
+  never orphaned. It opens a pidfd at once (no pid-reuse race, no polling) where Linux has it; a watch that cannot
+  watch logs why. `die_with_parent` is
   the same for an exec'd program we cannot put a thread in (Linux PR_SET_PDEATHSIG; it fires when the *thread*
   that started the child ends, so start such a child from a thread that outlives it).
 - `exit_after(seconds)`: the backstop (later calls may only bring it closer): kill every descendant and leave with `os._exit`, e.g. when an API the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import select
 import signal
@@ -30,10 +33,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+logger = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-TRANSACTION_MODULES = ("sqlalchemy.", "sqlite3.", "mlflow.store.")
-"""Code a stop must not cut in half: a database transaction interrupted there keeps its lock, and the next write of
-the same process (MLflow recording the run KILLED) waits for it (SQLite's busy timeout, 20 s in MLflow's store)."""
 REDELIVER_EVERY = 0.02  # seconds between tries of a stop that had to wait
 WATCH_PID_ENV = "WANDER_STOP_WITH_PID"
 """A process id a stage watches (`stop_when_gone`): the flow exports its own, so a stage ends with the flow even
@@ -42,7 +43,11 @@ _PR_SET_PDEATHSIG = 1
 _exit_armed = threading.Event()
 _exit_lock = threading.Lock()
 _exit_deadline = [0.0]  # monotonic time of the backstop's exit, once armed
-_waiting: set[int] = set()  # stop signals that arrived where raising was unsafe, until one is raised
+_waiting: set[int] = (
+    set()
+)  # stop signals that arrived where raising was unsafe, until one is raised or forgotten
+_waiting_lock = threading.Lock()  # a redelivery is sent only while its signal still waits
+_deferring = [0]  # how many `defer_stops` blocks the main thread is in: the flag the handler reads
 
 
 class Stopped(KeyboardInterrupt):
@@ -86,27 +91,60 @@ def stop_on_signals(grace: float = 10.0) -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, before in previous.items():
-            signal.signal(signum, before)
+        try:
+            # A stop still waiting is forgotten with the block: redelivered later, it would reach the handler
+            # restored below (Python's default SIGINT handler raises KeyboardInterrupt in code that took no stops).
+            # The handler itself never takes this lock: it may run in this very thread, inside the `with`.
+            with _waiting_lock:
+                _waiting.clear()
+        finally:
+            for signum, before in previous.items():
+                signal.signal(signum, before)
+
+
+@contextlib.contextmanager
+def defer_stops() -> Iterator[None]:
+    """Within the block, a stop signal waits (retried every `REDELIVER_EVERY` s) and is raised once the block ends.
+
+    For code a stop must not cut in half: a database transaction interrupted there keeps its lock, and the next
+    write of the same process (MLflow recording the run KILLED) waits for it (SQLite's busy timeout, 20 s in
+    MLflow's store). Code that enters a transaction says so; nothing else defers a stop (a file copy stops at
+    once). Blocks nest; outside the main thread, which takes no signals, it does nothing.
+    """
+    counted = threading.current_thread() is threading.main_thread()
+    if counted:
+        _deferring[0] += 1
+    try:
+        yield
+    finally:
+        if counted:
+            _deferring[0] -= 1
+
+
+def stops_deferred() -> bool:
+    """Whether a stop signal arriving now would wait for a `defer_stops` block to end."""
+    return _deferring[0] > 0
 
 
 def unsafe_to_raise(frame: Any) -> bool:
-    """Whether a stop raised in `frame` would be lost or leave harm: inside a finalizer (`__del__`, whose exceptions
-    Python prints and drops) or inside a database transaction (`TRANSACTION_MODULES`). The stop is then retried
+    """Whether a stop raised in `frame` would be lost or leave harm: inside a `defer_stops` block (a database
+    transaction) or a finalizer (`__del__`, whose exceptions Python prints and drops). The stop is then retried
     every `REDELIVER_EVERY` seconds until it lands elsewhere; the backstop armed with it still bounds the wait."""
+    if stops_deferred():
+        return True
     while frame is not None:
-        if frame.f_code.co_name == "__del__" or frame.f_globals.get("__name__", "").startswith(
-            TRANSACTION_MODULES
-        ):
+        if frame.f_code.co_name == "__del__":
             return True
         frame = frame.f_back
     return False
 
 
 def _redeliver(signum: int) -> None:
-    while signum in _waiting:
+    while True:
         time.sleep(REDELIVER_EVERY)
-        if signum in _waiting:
+        with _waiting_lock:
+            if signum not in _waiting:
+                return
             # To the main thread itself: a process-directed signal may go to another thread, leaving the main
             # thread's wait uninterrupted until it ends by itself.
             signal.pthread_kill(threading.main_thread().ident, signum)
@@ -144,21 +182,33 @@ def start_group(cmd: Sequence[str], die_with_parent: bool = False, **popen: Any)
 def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> int:
     """Stop `proc`'s whole process group: SIGTERM, up to `grace` seconds for every member to end (not only the
     leader: a stage unwinds after DVC, its parent, is gone), then SIGKILL to whatever is left (after a clean exit
-    too: stragglers); return the leader's exit code. Stop signals wait meanwhile."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    too: stragglers) and a wait for it; return the leader's exit code. A stop that arrives meanwhile cuts the grace
+    short, never the SIGKILL and the wait, and is raised once the group is gone."""
+    # No signal masking: pthread_sigmask covers the calling thread only, and a process-directed signal then runs
+    # its handler anyway (in the main thread, once another thread took it). Whatever a handler raises is held.
+    held: BaseException | None = None
     try:
         signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         while (proc.poll() is None or _group_alive(proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        signal_group(proc.pid, signal.SIGKILL)
-        code = proc.wait()
-        settled = time.monotonic() + 1.0  # SIGKILL takes effect asynchronously; orphans are reaped by init
-        while _group_alive(proc.pid) and time.monotonic() < settled:
-            time.sleep(0.02)
-        return code
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    except BaseException as e:  # a second stop: the caller insists, SIGKILL now
+        held = e
+    while True:
+        try:
+            signal_group(proc.pid, signal.SIGKILL)
+            code = proc.wait()
+            settled = (
+                time.monotonic() + 1.0
+            )  # SIGKILL takes effect asynchronously; orphans are reaped by init
+            while _group_alive(proc.pid) and time.monotonic() < settled:
+                time.sleep(0.02)
+            break
+        except BaseException as e:  # yet another stop: the group is not gone yet, so again
+            held = held or e
+    if held is not None:
+        raise held
+    return code
 
 
 def _group_alive(pgid: int) -> bool:
@@ -188,10 +238,7 @@ def stop_when_gone(pid: int | None = None, grace: float = 5.0) -> threading.Thre
         fd = _pidfd(-1)
 
     def watch() -> None:
-        if fd is not None:
-            select.select([fd], [], [])  # readable once the process has ended
-            os.close(fd)
-        else:
+        if fd is None or not _wait_readable(fd, pid):
             while (os.getppid() == pid) if parent else alive(pid):
                 time.sleep(0.25)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -202,6 +249,24 @@ def stop_when_gone(pid: int | None = None, grace: float = 5.0) -> threading.Thre
     thread = threading.Thread(target=watch, name=f"stop-when-{pid}-ends", daemon=True)
     thread.start()
     return thread
+
+
+def _wait_readable(fd: int, pid: int) -> bool:
+    """Wait until pidfd `fd` is readable (its process ended) and close it; False, logged, if it cannot be waited on."""
+    # poll, not select: select refuses descriptors >= 1024 (a process with many files open) with an error that
+    # would end the watch thread silently, leaving this process to outlive the one it watches.
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not poller.poll():
+            pass
+        return True
+    except (OSError, ValueError) as e:
+        logger.warning("cannot wait on the pidfd of process %d (%s): polling it every 0.25 s instead", pid, e)
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _pidfd(pid: int) -> int | None:

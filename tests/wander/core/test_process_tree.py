@@ -142,3 +142,116 @@ def test_a_stop_that_lands_in_a_finalizer_is_raised_after_it() -> None:
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert out == "finalizer done\nunwound stopped by SIGTERM\n" and "Exception ignored" not in err
+
+
+def test_a_stop_during_stop_groups_wait_still_kills_and_waits_for_every_member() -> None:
+    # A handler that raises at every signal (as Prefect's does while a flow runs), a second thread (the process's
+    # signals may be taken there), a group whose members ignore SIGTERM: two stops land in the grace period.
+    proc = python(
+        """
+        import subprocess, threading
+        def raising(signum, frame):
+            raise RuntimeError(f"signal {signum}")
+        signal.signal(signal.SIGTERM, raising)
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        group = pt.start_group(
+            ["sh", "-c", "trap '' TERM; (trap '' TERM; sleep 60) & echo $!; wait"], stdout=subprocess.PIPE, text=True
+        )
+        print(group.pid, group.stdout.readline().strip(), flush=True)
+        start = time.monotonic()
+        try:
+            pt.stop_group(group, grace=30)
+        except RuntimeError as e:
+            print(f"raised {e} after {time.monotonic() - start:.1f}", flush=True)
+        """,
+        stdout=subprocess.PIPE,
+    )
+    members = [int(p) for p in proc.stdout.readline().split()]
+    time.sleep(0.5)  # in stop_group's grace period by now
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    left = wait_gone(members, 0.5)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "a group member outlived a stop_group that a second signal interrupted"
+    assert out.startswith(f"raised signal {signal.SIGTERM} after "), out
+    assert float(out.split()[-1]) < 5  # the stop cut the 30 s grace short
+
+
+def test_a_stop_inside_defer_stops_is_raised_as_the_block_ends() -> None:
+    proc = python(
+        """
+        start = time.monotonic()
+        try:
+            with pt.stop_on_signals(grace=30):
+                with pt.defer_stops():  # a database transaction, say
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(0.5)
+                    print("committed", flush=True)
+                time.sleep(60)
+        except pt.Stopped as stop:
+            print(f"unwound after {time.monotonic() - start:.1f}", flush=True)
+            sys.exit(stop.exit_code)
+        """,
+        stdout=subprocess.PIPE,
+    )
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM
+    lines = out.splitlines()
+    assert lines[0] == "committed" and lines[1].startswith("unwound after ")
+    assert float(lines[1].split()[-1]) < 1.5  # raised just after the block, not at the 30 s backstop
+
+
+def test_a_stop_still_deferred_when_its_block_ends_is_forgotten() -> None:
+    # Redelivered after the stop_on_signals block, it would reach whatever handler the block restored.
+    proc = python(
+        """
+        received = []
+        signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+        with pt.stop_on_signals(grace=30):
+            with pt.defer_stops():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.3)
+        time.sleep(1.0)  # under the restored handler: a redelivery would land here
+        print(len(received), pt.stops_deferred(), flush=True)
+        os._exit(0)  # the stop armed the backstop; this process is done
+        """,
+        stdout=subprocess.PIPE,
+    )
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and out == "0 False\n", out
+
+
+def test_a_watch_on_a_descriptor_past_1023_still_stops_this_process() -> None:
+    # select() refuses descriptors >= 1024: the watch thread died silently and this process outlived the other.
+    proc = python(
+        """
+        import resource, subprocess
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < 2048:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(2048, hard), hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        watched = subprocess.Popen(["sleep", "60"])
+        pt.stop_when_gone(watched.pid, grace=1.0)
+        print(watched.pid, flush=True)
+        try:
+            with pt.stop_on_signals(grace=5):
+                time.sleep(60)
+        except pt.Stopped as stop:
+            print("stopped", flush=True)
+            sys.exit(stop.exit_code)
+        """,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    watched = proc.stdout.readline()
+    assert len(os.listdir(f"/proc/{proc.pid}/fd")) > 1100  # the pidfd's number is past select's limit
+    os.kill(int(watched), signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()  # a watch that died silently leaves it sleeping
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert out == "stopped\n" and "Traceback" not in err

@@ -1,17 +1,33 @@
 """ASGI guards in front of openenv's server: a body size limit (`wander.core.body_limit`, shared by every wander
-server), and an answer to WebSocket frames it mishandles."""
+server), an answer to WebSocket frames it mishandles, and a 422 that never echoes the request body."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
 from wander.core.body_limit import BodyLimit
 
-__all__ = [
-    "BodyLimit",
-    "FrameCheck",
-]  # BodyLimit is the core's, re-exported for the servers that import it here
+# BodyLimit is the core's, re-exported for the servers that import it from here.
+__all__ = ["BodyLimit", "FrameCheck", "validation_error"]
+
+
+def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming each invalid field (`type`, `loc`, `msg`), without the input that failed.
+
+    FastAPI's own handler returns each error's `input`: a body that is not UTF-8, or a JSON `NaN`, cannot be
+    encoded back as JSON, so a client's bad request ended as a 500 (found by the fuzz test).
+    """
+    errors = [
+        {"type": str(e.get("type")), "loc": [p if isinstance(p, int) else str(p) for p in e.get("loc", ())]}
+        | {"msg": str(e.get("msg"))}
+        for e in exc.errors()
+    ]
+    return JSONResponse(status_code=422, content={"detail": errors})
 
 
 class FrameCheck:

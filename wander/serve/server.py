@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment as OpenEnvEnvironment
@@ -30,7 +31,7 @@ from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Reply
 from wander.core.splits import SPLIT_SEEDS
-from wander.serve.guards import BodyLimit, FrameCheck
+from wander.serve.guards import BodyLimit, FrameCheck, validation_error
 from wander.serve.protocol import WanderAction, WanderObservation, WanderState, finite, json_safe
 
 MAX_SESSIONS = 256
@@ -329,6 +330,7 @@ def create_env_app(
         }
 
     app.add_exception_handler(RequestError, _request_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(FrameCheck)
     return app

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 from tasks.plumbing.episodes import episode_env
-from tasks.plumbing.fingerprint import fingerprint
+from tasks.plumbing.fingerprint import fingerprint, stage_code
 from tasks.plumbing.sections import Params
 from tasks.plumbing.tracking import log_params, set_tags, write_metrics
 from tasks.sft import trainer_args
-from wander.core.atomic_io import atomic_dir, write_json
+from wander.core.atomic_io import atomic_dir, clean_leftovers, write_json
 from wander.core.suite import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
 
@@ -29,7 +29,7 @@ def run(params: Params, stage: str) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from wander import load_environment
-    from wander.training import train_resumable, trainer_spec
+    from wander.training import drop_checkpoints, train_resumable, trainer_spec
     from wander.training.curriculum import Curriculum
     from wander.training.learning_curve import LearningCurveCallback
     from wander.training.lora import lora_config, save_trained
@@ -37,6 +37,8 @@ def run(params: Params, stage: str) -> dict:
     config, layout = params.grpo, params.layout
     if stage not in config.stages:
         raise ValueError(f"unknown grpo stage {stage!r}; params.yaml grpo.stages has {list(config.stages)}")
+    out = Path(layout.models) / f"grpo-{stage}"
+    clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before the training
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     # The training env's settings: this env's blocks of the section and of the stage, over `env.<name>`.
@@ -79,13 +81,19 @@ def run(params: Params, stage: str) -> dict:
         )
         trainer.add_callback(curve)
     # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
+    # And the code: checkpoints of other code are never resumed.
     inputs = (config, params.env.kwargs(), stage)
-    result = train_resumable(trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets))
-    out = Path(layout.models) / f"grpo-{stage}"
+    code = stage_code("tasks.grpo", params.env.name)
+    result = train_resumable(
+        trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets, code=code)
+    )
     with atomic_dir(out) as tmp:
         save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
         # The stage's learning curve travels with its model (log_history is restored on resume: never partial).
         write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
+    drop_checkpoints(
+        trainer.args.output_dir
+    )  # only now: a stop during the merge or the save resumes from the last checkpoint
     seconds = time.monotonic() - start
     steps = trainer.state.global_step
     logged = [h for h in trainer.state.log_history if "reward" in h]

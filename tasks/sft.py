@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.plumbing.fingerprint import fingerprint
+from tasks.plumbing.fingerprint import fingerprint, stage_code
 from tasks.plumbing.sections import Params, Section
 from tasks.plumbing.tracking import set_tags, write_metrics
 from tasks.plumbing.validation import InputError
-from wander.core.atomic_io import atomic_dir, read_jsonl
+from wander.core.atomic_io import atomic_dir, clean_leftovers, read_jsonl
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -138,9 +138,11 @@ def run(params: Params) -> dict:
     from trl import SFTConfig, SFTTrainer
 
     from wander import load_environment
-    from wander.training import train_resumable
+    from wander.training import drop_checkpoints, train_resumable
     from wander.training.lora import lora_config, save_trained
 
+    out = Path(layout.models) / "sft"
+    clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before hours of training
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     # One conversation per game, or per model turn when the env's turns read only the current position.
@@ -162,12 +164,14 @@ def run(params: Params) -> dict:
         model=layout.base_model, args=args, train_dataset=dataset, peft_config=lora_config(config.lora)
     )
     trainer.train_dataset = repeat_rows(trainer.train_dataset, index)
-    result = train_resumable(
-        trainer, fingerprint=fingerprint((config, params.env.kwargs()), layout.base_model, layout.sft)
-    )
-    out = Path(layout.models) / "sft"
+    code = stage_code("tasks.sft", params.env.name)  # checkpoints of other code are never resumed
+    inputs = fingerprint((config, params.env.kwargs()), layout.base_model, layout.sft, code=code)
+    result = train_resumable(trainer, fingerprint=inputs)
     with atomic_dir(out) as tmp:
         save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
+    drop_checkpoints(
+        trainer.args.output_dir
+    )  # only now: a stop during the merge or the save resumes from the last checkpoint
     metrics = {
         "games": len(rows),
         "examples": len(conversations),

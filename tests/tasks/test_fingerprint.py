@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.plumbing.fingerprint import content_digest, digest, fingerprint
+from tasks.plumbing.fingerprint import code_digest, code_files, content_digest, digest, fingerprint
 
 
 @pytest.fixture
@@ -57,3 +57,60 @@ def test_digest_is_the_synthesis_journals_old_hash():
     decisive = {"env": {"name": "tictactoe"}, "seed": 0, "temperature": 1.0}
     old = hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
     assert digest(decisive) == old
+
+
+def project(root: Path) -> Path:
+    """A small project: a stage importing library code at the top, lazily in a function, and relatively."""
+    files = {
+        "tasks/__init__.py": "",
+        "tasks/stage.py": "from tasks import helper\n\ndef run():\n    from wander.lib import train\n    return train()\n",
+        "tasks/helper.py": "from . import shared\n",
+        "tasks/shared.py": "X = 1\n",
+        "wander/__init__.py": "",
+        "wander/lib.py": "import json\nimport wander.deep\n\ndef train():\n    return wander.deep.step()\n",
+        "wander/deep.py": "def step():\n    return 1\n",
+        "wander/other.py": "import wander.lib\n",  # imports the stage's code, but the stage does not import it
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_code_digest_covers_the_code_the_stage_runs_and_nothing_else(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    names = [p.relative_to(root).as_posix() for p in code_files(["tasks.stage"], root)]
+    assert names == [
+        "tasks/__init__.py",
+        "tasks/helper.py",
+        "tasks/shared.py",
+        "tasks/stage.py",
+        "wander/__init__.py",
+        "wander/deep.py",
+        "wander/lib.py",
+    ]
+    before = code_digest(["tasks.stage"], root)
+    (root / "wander/other.py").write_text("# changed\n")
+    assert code_digest(["tasks.stage"], root) == before
+    (root / "wander/deep.py").write_text("def step():\n    return 2\n")  # two imports away, inside a function
+    changed = code_digest(["tasks.stage"], root)
+    assert changed != before
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+    assert fingerprint("p", data, code=changed) != fingerprint("p", data, code=before)
+
+
+def test_a_training_stages_code_includes_its_module_the_library_and_its_env() -> None:
+    from tasks.plumbing.fingerprint import PROJECT, stage_code
+
+    names = {p.relative_to(PROJECT).as_posix() for p in code_files(["tasks.grpo", "envs.tictactoe"])}
+    assert {
+        "tasks/grpo.py",
+        "tasks/sft.py",
+        "wander/training/checkpoints.py",
+        "envs/tictactoe/env.py",
+    } <= names
+    assert not [n for n in names if n.startswith(("wander/ui/", "flows/", "tests/"))]
+    assert stage_code("tasks.grpo", "tictactoe") != stage_code("tasks.grpo", "reverse_text")
+    # Without code, a fingerprint is what it was (the synthesis journal's names stay valid).
+    assert fingerprint({"a": 1}) == digest({"params": {"a": 1}, "inputs": []})

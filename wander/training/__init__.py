@@ -1,6 +1,6 @@
 """Training composition: `env >> trainer_spec(GRPOTrainer, ...)` and friends (TRL trainers on an environment)."""
 
-from wander.training.checkpoints import last_checkpoint, train_resumable
+from wander.training.checkpoints import drop_checkpoints, last_checkpoint, train_resumable
 from wander.training.compose import TrainerSpec, compose, trainer_spec
 from wander.training.curriculum_config import CurriculumStage
 from wander.training.preferences_config import PreferenceConfig
@@ -14,6 +14,7 @@ __all__ = [
     "SFTDataConfig",
     "TrainerSpec",
     "compose",
+    "drop_checkpoints",
     "last_checkpoint",
     "train_resumable",
     "trainer_spec",

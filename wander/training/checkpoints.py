@@ -4,7 +4,9 @@ A Trainer resumes from the newest `checkpoint-N` in its output folder whatever p
 outlives its run makes a changed run "resume" a finished one (and write its stale weights). With a
 `fingerprint` (a hash of everything the run reads), `train_resumable` keeps the run's checkpoints in
 `<output_dir>/<fingerprint>/`: a run with other inputs never sees them, older runs' folders are removed, and the
-folder goes once training finished (the caller saves the final model from memory). A `kill -9` during a save
+folder stays until the caller saved the final model and calls `drop_checkpoints`: a stop during that save (a LoRA
+merge, a model-sized write) resumes from the last checkpoint (the Trainer saves one at the last step), not from
+step 0. A `kill -9` during a save
 leaves a torn `checkpoint-N` (empty, or without its weights or trainer state); it is skipped and deleted in
 favour of the newest whole one.
 
@@ -116,7 +118,15 @@ def train_resumable(trainer: Any, fingerprint: str | None = None) -> Any:
     resume = last_checkpoint(folder)
     if resume:
         logger.info("resuming from %s (same inputs as the run that saved it)", resume)
-    result = trainer.train(resume_from_checkpoint=resume)
-    # The trained model is in memory for the caller to save; a later run with these inputs has nothing to resume.
+    # The checkpoints stay until the caller saved the trained model (`drop_checkpoints`).
+    return trainer.train(resume_from_checkpoint=resume)
+
+
+def drop_checkpoints(run_folder: str | os.PathLike) -> bool:
+    """Remove the run folder `train_resumable` kept (the trainer's `args.output_dir` after it) once the final model
+    is saved: a later run with these inputs has nothing to resume. True if it was one; any other folder stays."""
+    folder = Path(run_folder)
+    if not (folder / RUN_FILE).is_file():  # not a fingerprint folder: the caller's own output_dir
+        return False
     shutil.rmtree(folder, ignore_errors=True)
-    return result
+    return True

@@ -6,24 +6,26 @@ tic-tac-toe, exact greedy results against perfect minimax and a random player (n
 
 With `keep_best`, the model of the best point by `env.curve_score` (the start model included) is what training
 leaves in the trainer: measured, GRPO at a constant learning rate swings between points (losses to perfect
-minimax 0 -> 0.18 -> 0 within 60 steps), so the last step is not the best one. The best weights are written to
-the trainer's output folder as they are found, so a resumed run keeps them.
+minimax 0 -> 0.18 -> 0 within 60 steps), so the last step is not the best one. The best point is written to the
+trainer's output folder as it is found, so a resumed run keeps it: its weights and its record (step, score) in one
+folder, `curve_best/`, replaced whole (a kill never pairs new weights with an old record).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from wander.core.atomic_io import atomic_dir, clean_leftovers
 from wander.core.environment import Environment
 
-BEST_WEIGHTS = "curve_best.safetensors"
-BEST_FILE = "curve_best.json"
+BEST_DIR = "curve_best"  # in the trainer's output folder: the best point so far, as one unit
+BEST_WEIGHTS = "model.safetensors"
+BEST_FILE = "best.json"
 
 
 class LearningCurveCallback(TrainerCallback):
@@ -69,8 +71,10 @@ class LearningCurveCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """The starting point of the curve (the start model), unless resuming mid-stage."""
         self.folder = Path(args.output_dir)
-        if self.keep_best and (self.folder / BEST_FILE).exists():  # a resumed run: its best so far
-            self.best = json.loads((self.folder / BEST_FILE).read_text())
+        if self.keep_best:
+            clean_leftovers(self.folder / BEST_DIR)  # a save the last run was killed in
+            if (self.folder / BEST_DIR / BEST_FILE).exists():  # a resumed run: its best so far
+                self.best = json.loads((self.folder / BEST_DIR / BEST_FILE).read_text())
         if state.global_step == 0:
             self.trainer.log(self.measure())
         return control
@@ -88,7 +92,8 @@ class LearningCurveCallback(TrainerCallback):
                 from safetensors.torch import load_model
 
                 load_model(
-                    self.trainer.accelerator.unwrap_model(self.trainer.model), self.folder / BEST_WEIGHTS
+                    self.trainer.accelerator.unwrap_model(self.trainer.model),
+                    self.folder / BEST_DIR / BEST_WEIGHTS,
                 )
             self.trainer.log(
                 {"curve_best/step": float(self.best["step"]), "curve_best/score": self.best["score"]}
@@ -98,11 +103,7 @@ class LearningCurveCallback(TrainerCallback):
     def _save_best(self, model: Any) -> None:
         from safetensors.torch import save_model  # handles tied weights, unlike save_file
 
-        # Written aside, then renamed: a kill mid-write leaves the previous best whole. Weights before the record.
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".{BEST_WEIGHTS}.tmp"
-        save_model(model, str(tmp))
-        os.replace(tmp, self.folder / BEST_WEIGHTS)
-        tmp = self.folder / f".{BEST_FILE}.tmp"
-        tmp.write_text(json.dumps(self.best))
-        os.replace(tmp, self.folder / BEST_FILE)
+        # Weights and record in one folder renamed into place: a kill mid-save leaves the previous pair whole.
+        with atomic_dir(self.folder / BEST_DIR) as tmp:
+            save_model(model, str(tmp / BEST_WEIGHTS))
+            (tmp / BEST_FILE).write_text(json.dumps(self.best))

@@ -8,7 +8,14 @@ import pytest
 import torch
 from transformers import TrainerCallback
 
-from wander.training.checkpoints import RUN_FILE, is_complete, last_checkpoint, run_dir, train_resumable
+from wander.training.checkpoints import (
+    RUN_FILE,
+    drop_checkpoints,
+    is_complete,
+    last_checkpoint,
+    run_dir,
+    train_resumable,
+)
 
 from .conftest import cpu_args
 
@@ -98,7 +105,11 @@ def test_a_killed_run_resumes_from_its_last_whole_checkpoint_and_ends_as_an_unin
     assert steps.ran == [3, 4]  # from checkpoint-2, not from the torn ones, not from scratch
     assert same(weights(trainer), whole)
     assert trainer.args.output_dir == str(folder)
-    assert not folder.exists()  # finished: nothing is left to resume
+    # Kept until the caller saved the model: a stop during that save resumes from the last step's checkpoint.
+    assert last_checkpoint(folder) == str(folder / f"checkpoint-{STEPS}")
+    assert (
+        drop_checkpoints(trainer.args.output_dir) and not folder.exists()
+    )  # saved: nothing is left to resume
 
 
 @pytest.mark.slow
@@ -108,7 +119,7 @@ def test_other_inputs_start_fresh_and_remove_the_old_runs_checkpoints(env, tiny_
     trainer = make_trainer(env, tiny_model, tmp_path, 5e-3, steps)  # a changed learning rate: fingerprint "b"
     train_resumable(trainer, fingerprint="b")
     assert steps.ran == [1, 2, 3, 4]
-    assert not old.exists() and not list(tmp_path.iterdir())
+    assert not old.exists() and [p.name for p in tmp_path.iterdir()] == ["b"]
     assert not same(weights(trainer), whole)
 
 
@@ -137,3 +148,12 @@ def test_run_dir_removes_only_other_runs_and_loose_checkpoints(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "notes", "notes.txt"]
     with pytest.raises(ValueError):
         run_dir(tmp_path, "../escape")
+
+
+def test_drop_checkpoints_removes_only_a_run_folder(tmp_path):
+    mine = tmp_path / "mine"
+    (mine / "checkpoint-1").mkdir(parents=True)  # a caller's own output_dir, no fingerprint folder
+    assert not drop_checkpoints(mine) and (mine / "checkpoint-1").is_dir()
+    run = run_dir(tmp_path / "out", "fp")
+    (run / "checkpoint-1").mkdir()
+    assert drop_checkpoints(run) and not run.exists()

@@ -299,5 +299,5 @@ def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path)
     assert all(torch.equal(v, start[k]) for k, v in trainer.model.state_dict().items())  # back to step 0
     kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
     assert kept[-1]["curve_best/step"] == 0 and kept[-1]["curve_best/score"] == 1.0
-    assert (tmp_path / "curve_best.safetensors").exists() and (tmp_path / "curve_best.json").exists()
+    assert sorted(p.name for p in (tmp_path / "curve_best").iterdir()) == ["best.json", "model.safetensors"]
     assert [p["step"] for p in curve_points(trainer.state.log_history)] == [0, 1, 2]  # no extra curve point

@@ -91,9 +91,8 @@ def run(params: Params, stage: str) -> dict:
         save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
         # The stage's learning curve travels with its model (log_history is restored on resume: never partial).
         write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
-    drop_checkpoints(
-        trainer.args.output_dir
-    )  # only now: a stop during the merge or the save resumes from the last checkpoint
+    # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
+    drop_checkpoints(trainer.args.output_dir)
     seconds = time.monotonic() - start
     steps = trainer.state.global_step
     logged = [h for h in trainer.state.log_history if "reward" in h]

@@ -169,9 +169,8 @@ def run(params: Params) -> dict:
     result = train_resumable(trainer, fingerprint=inputs)
     with atomic_dir(out) as tmp:
         save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
-    drop_checkpoints(
-        trainer.args.output_dir
-    )  # only now: a stop during the merge or the save resumes from the last checkpoint
+    # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
+    drop_checkpoints(trainer.args.output_dir)
     metrics = {
         "games": len(rows),
         "examples": len(conversations),

@@ -7,6 +7,7 @@ moves the `champion` alias only when the retrained model beats the champion on t
 
 from __future__ import annotations
 
+import argparse
 import copy
 import datetime
 import shutil
@@ -53,7 +54,13 @@ def retrain_params(params: dict, work: Path, seed: int) -> dict:
     stages[names[0]]["start"] = "champion"
     last = f"grpo-{names[-1]}"
     lineage = {"champion": str(work / "models/champion"), "candidate": str(work / "models" / last)}
-    params["evaluate"].update(policies=lineage, out_dir=layout["eval"], baseline="champion")
+    # Every row register's gates read: the candidate, its start model (the champion) and the baseline (the teacher).
+    baseline = params["register"].get("baseline")
+    policies = params["evaluate"]["policies"]
+    gates = (
+        {baseline: policies[baseline]} if baseline in policies else {}
+    )  # else a reference row, played anyway
+    params["evaluate"].update(policies={**lineage, **gates}, out_dir=layout["eval"], baseline="champion")
     params["register"].update(candidate="candidate", lineage=lineage, eval_dir=layout["eval"])
     return params
 
@@ -93,5 +100,19 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     return result
 
 
+def main(argv: list[str] | None = None) -> int:
+    """`python -m flows.retrain [--seed N] [--model-name NAME]`: one retrain, as the scheduled deployment runs it."""
+    parser = argparse.ArgumentParser(prog="python -m flows.retrain", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--seed", type=int, help="episode seed of the fresh episodes (default: today's ordinal)"
+    )
+    parser.add_argument(
+        "--model-name",
+        help="registered model to retrain (default: register.model_name, or wander-<env.name>)",
+    )
+    args = parser.parse_args(argv)
+    return stoppable(lambda: retrain(seed=args.seed, model_name=args.model_name))
+
+
 if __name__ == "__main__":
-    sys.exit(stoppable(retrain))
+    sys.exit(main())

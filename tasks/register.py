@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from tasks.plumbing.episodes import episode_env
+from tasks.plumbing.fingerprint import content_digest, digest
 from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
 from tasks.plumbing.tracking import log_params, write_metrics
 from wander import Environment, load_environment
@@ -34,6 +35,7 @@ from wander.eval.matrix import MatrixResult, run_matrix
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
+KEY_TAG = "wander.registration_key"  # `registration_key`: finds the version a stopped run already created
 
 
 def dvc_hashes(lock_file: str | Path) -> dict[str, str]:
@@ -124,8 +126,43 @@ def decide(
     return is_better(found), conclusion(found, "champion", name, exact=exact is not None)
 
 
+def registration_key(config: Register, checkpoint: Path, eval_dir: Path) -> str:
+    """What makes two registrations the same (16 hex digits): the register settings (model name, gates), the
+    candidate's files and the evaluation that judged it."""
+    return digest([config, content_digest(checkpoint), content_digest(eval_dir / "matrix.json")])
+
+
+def registered_version(client, model_name: str, key: str):
+    """The version of `model_name` registered under `key` (a stopped earlier run of this very registration), or None."""
+    import mlflow
+
+    try:
+        versions = client.search_model_versions(f"name='{model_name}'")
+    except mlflow.exceptions.MlflowException:
+        return None
+    # Filtered here, not in the search string: tag filters differ between MLflow's stores and servers.
+    found = [v for v in versions if (v.tags or {}).get(KEY_TAG) == key]
+    return min(found, key=lambda v: int(v.version)) if found else None
+
+
+def point_alias(client, config: Register, version: str) -> None:
+    """Move the alias to `version` unless it already points there or to a later version (promoted since)."""
+    import mlflow
+
+    try:
+        current = int(client.get_model_version_by_alias(config.model_name, config.alias).version)
+    except mlflow.exceptions.MlflowException:
+        current = 0
+    if current < int(version):
+        client.set_registered_model_alias(config.model_name, config.alias, version)
+
+
 def run(params: Params) -> dict:
-    """Log the candidate as a model, register a version with lineage tags, move the alias if better."""
+    """Log the candidate as a model, register a version with lineage tags, move the alias if better.
+
+    Everything is gathered and decided before the one write that creates the version (with all its tags, one
+    transaction), so a failure registers nothing; a rerun after a stop at any point finds that version by its
+    registration key and only finishes the alias: one version, its alias and tags consistent."""
     config = params.register
     if config.model_name is None:  # one registered model per environment
         config = config.model_copy(update={"model_name": f"wander-{params.env.name}"})
@@ -145,49 +182,54 @@ def run(params: Params) -> dict:
         )
     eval_dir = Path(config.eval_dir)
     rows = matrix_rows(eval_dir, config.candidate)
+    names = list(config.lineage)
+    parent = names[names.index(config.candidate) - 1] if names.index(config.candidate) else None
+    references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
     env = load_environment(**params.env.kwargs())
     # A null reply budget is the env's, resolved where the env is built and logged beside the null the params say.
     config = config.model_copy(update={"max_new_tokens": reply_budget(env, config.max_new_tokens)})
     log_params({"resolved/register/max_new_tokens": config.max_new_tokens})
-    suite = env.evaluation_suite()
-    metric = suite.comparable(config.metric or suite.headline)
-    hashes = dvc_hashes(config.lock_file)
-    names = list(config.lineage)
-    parent = names[names.index(config.candidate) - 1] if names.index(config.candidate) else None
-    tags = {
-        "wander.checkpoint": str(checkpoint),
-        "wander.dvc_md5": hashes.get(str(checkpoint), "untracked"),
-        "wander.parent": parent or "none",
-        "wander.parent_md5": hashes.get(config.lineage[parent], "untracked") if parent else "none",
-        **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
-    }
-    client = mlflow.MlflowClient()
-    suite = json.loads((eval_dir / "matrix.json").read_text())
-    champion = champion_matrix(client, config, rows, suite, params.env, env)  # the candidate's env
-
-    info = mlflow.pyfunc.log_model(
-        name="model",
-        python_model=CheckpointModel(),
-        artifacts={"checkpoint": str(checkpoint)},
-        pip_requirements=PIP_REQUIREMENTS,
-    )
-    version = mlflow.register_model(info.model_uri, config.model_name, tags=tags)
+    metric = env.evaluation_suite().comparable(config.metric or env.evaluation_suite().headline)
     overall = pooled(rows, metric)["mean"]
-    client.set_model_version_tag(config.model_name, version.version, f"eval.{metric.name}", f"{overall:.4f}")
-
-    references = {r: matrix_rows(eval_dir, r) for r in (parent, config.baseline) if r}
-    exact = None
-    candidate_exact = suite.get("exact", {}).get(config.candidate)
-    if champion is not None and candidate_exact and "champion" in champion.exact:
-        # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
-        exact = compare_exact(champion.exact["champion"], candidate_exact, metric)
-    promoted, reason = decide(
-        champion.rows if champion else None, rows, metric, config.candidate, references, exact
-    )
+    client = mlflow.MlflowClient()
+    key = registration_key(config, checkpoint, eval_dir)
+    version = registered_version(client, config.model_name, key)
+    if version is None:
+        hashes = dvc_hashes(config.lock_file)
+        suite = json.loads((eval_dir / "matrix.json").read_text())
+        champion = champion_matrix(client, config, rows, suite, params.env, env)  # the candidate's env
+        exact = None
+        candidate_exact = suite.get("exact", {}).get(config.candidate)
+        if champion is not None and candidate_exact and "champion" in champion.exact:
+            # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
+            exact = compare_exact(champion.exact["champion"], candidate_exact, metric)
+        promoted, reason = decide(
+            champion.rows if champion else None, rows, metric, config.candidate, references, exact
+        )
+        tags = {
+            KEY_TAG: key,
+            "wander.checkpoint": str(checkpoint),
+            "wander.dvc_md5": hashes.get(str(checkpoint), "untracked"),
+            "wander.parent": parent or "none",
+            "wander.parent_md5": hashes.get(config.lineage[parent], "untracked") if parent else "none",
+            **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
+            f"eval.{metric.name}": f"{overall:.4f}",
+            "wander.promoted": str(promoted).lower(),
+            "wander.promotion_reason": reason,
+        }
+        info = mlflow.pyfunc.log_model(
+            name="model",
+            python_model=CheckpointModel(),
+            artifacts={"checkpoint": str(checkpoint)},
+            pip_requirements=PIP_REQUIREMENTS,
+        )
+        version = mlflow.register_model(info.model_uri, config.model_name, tags=tags)
+    else:
+        log.info("version %s already registers this candidate and evaluation: finishing it", version.version)
+        promoted = version.tags["wander.promoted"] == "true"
+        reason = version.tags["wander.promotion_reason"]
     if promoted:
-        client.set_registered_model_alias(config.model_name, config.alias, version.version)
-    client.set_model_version_tag(config.model_name, version.version, "wander.promoted", str(promoted).lower())
-    client.set_model_version_tag(config.model_name, version.version, "wander.promotion_reason", reason)
+        point_alias(client, config, version.version)
     log.info("version %s %s: %s", version.version, "promoted" if promoted else "not promoted", reason)
     metrics = {
         "version": int(version.version),

@@ -26,6 +26,7 @@ RECIPE_KEYS = (
     "sft.per_device_train_batch_size",
     "sft.learning_rate",
     "grpo.learning_rate",
+    "grpo.play_on",
     "grpo.stages.wide.max_steps",
     "grpo.stages.strong.max_steps",
     "grpo.stages.polish.max_steps",

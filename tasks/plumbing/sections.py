@@ -376,11 +376,13 @@ class GRPO(Section):
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these); none by default. params.yaml sets tic-tac-toe's `invalid_penalty` -0.5 per
     invalid move in training (docs/experiments/defaults.md); evaluation keeps the env's -0.1."""
-    play_on: Literal["sample", "greedy", "expected", "best"] = RolloutConfig.play_on
+    play_on: Literal["sample", "greedy", "expected", "best"] | None = None
     """Decision rollouts: after the sampled branch move, the game goes on sampled, greedy, or not at all with the
     move rewarded by its expected outcome over the env's randomness, model greedy ("expected") or with the env's
-    own best play after it ("best") (`RolloutConfig.play_on`). params.yaml sets "expected" (the library's
-    "sample"): the move's reward without the luck of one sampled game (docs/experiments/defaults.md)."""
+    own best play after it ("best") (`RolloutConfig.play_on`). Null = the env's recipe: tic-tac-toe's "expected",
+    the move's reward without the luck of one sampled game (docs/experiments/defaults.md); "sample" (the library's)
+    for an env whose turns read the whole conversation, which any other value would not change (preflight refuses
+    it)."""
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
@@ -416,7 +418,7 @@ class GRPO(Section):
     def rollout(self) -> RolloutConfig:
         """The rollout settings the stages train with."""
         return RolloutConfig(
-            play_on=self.play_on,
+            play_on=self.play_on or RolloutConfig.play_on,  # null outside load_params: no recipe filled it
             explore=self.explore,
             branch_at=self.branch_at,
             tool_protocol=self.tool_protocol,

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -21,6 +22,8 @@ import yaml
 from tasks.plumbing.scratch_copy import copy_project, project_env, run_in
 from tasks.plumbing.tracking import flatten
 from wander.core.process_tree import alive, descendants, kill_descendants
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def sh(args: list[str], cwd: Path) -> str:
@@ -438,6 +441,47 @@ def test_deployments_run_through_a_local_prefect_server_and_worker(project):
     assert (champion == retrained["version"]) == retrained["promoted"]
     version = client.get_model_version("wander-tictactoe", str(retrained["version"]))
     assert version.tags["wander.promoted"] == str(retrained["promoted"]).lower()
+
+
+@pytest.mark.slow
+def test_the_retrain_runs_on_the_default_gates_and_a_failed_register_leaves_the_registry_as_it_was(
+    project, tmp_path: Path
+):
+    """Issue 44: on params.yaml's own `register.baseline` (the smoke profile's is null) the retrain died in register,
+    whose teacher gate found no teacher row, after creating a version."""
+    root = tmp_path / "project"
+    shutil.copytree(project[0], root, ignore=shutil.ignore_patterns(".prefect*", "retrain"))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["register"]["baseline"] = yaml.safe_load((REPO / "params.yaml").read_text())["register"][
+        "baseline"
+    ]
+    assert params["register"]["baseline"] == "teacher"
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow/mlflow.db'}")
+    client = mlflow.MlflowClient()
+
+    def versions() -> list[int]:
+        return sorted(int(v.version) for v in client.search_model_versions("name='wander-tictactoe'"))
+
+    before = versions()
+    out = sh([sys.executable, "-m", "flows.retrain", "--seed", "9"], root)
+    work = root / "data/work/retrain/seed-9"
+    played = {row.split(",")[0] for row in (work / "eval/matrix.csv").read_text().splitlines()[1:]}
+    assert {"champion", "candidate", "teacher"} <= played
+    result = json.loads((work / "metrics/register.json").read_text())
+    assert f"retrain seed 9: version {result['version']}, promoted={result['promoted']}" in out
+    assert versions() == [*before, result["version"]]
+    champion = int(client.get_model_version_by_alias("wander-tictactoe", "champion").version)
+    assert (champion == result["version"]) == result["promoted"]
+
+    # A gate whose row the matrix lacks: register refuses before it writes anything.
+    derived = yaml.safe_load((work / "params.yaml").read_text())
+    derived["register"]["baseline"] = "nobody"
+    (work / "params.yaml").write_text(yaml.safe_dump(derived, sort_keys=False))
+    with pytest.raises(RuntimeError, match="no rows for policy 'nobody'"):
+        sh([sys.executable, "-m", "tasks.register", "--params", str(work / "params.yaml")], root)
+    assert versions() == [*before, result["version"]]
+    assert int(client.get_model_version_by_alias("wander-tictactoe", "champion").version) == champion
 
 
 @pytest.mark.slow

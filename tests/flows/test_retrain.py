@@ -22,7 +22,13 @@ def test_retrain_params_keep_the_curriculum_order_and_start_from_the_champion():
     for key in ("metrics", "details", "eval"):  # what generate, grpo, evaluate and register write stays apart
         assert derived["layout"][key] == f"data/work/retrain/seed-7/{key}"
     assert derived["register"]["candidate"] == "candidate"
-    assert set(derived["evaluate"]["policies"]) == {"champion", "candidate"}
+    # Every row register's gates read: the candidate, its start model and params.yaml's baseline (the teacher).
+    assert derived["evaluate"]["policies"] == {
+        "champion": "data/work/retrain/seed-7/models/champion",
+        "candidate": f"data/work/retrain/seed-7/models/grpo-{list(stages)[-1]}",
+        "teacher": "teacher",
+    }
+    assert derived["register"]["baseline"] == params["register"]["baseline"] == "teacher"
     assert (
         params["grpo"]["stages"][next(iter(stages))]["start"] == "sft"
     )  # the pipeline's params are untouched

@@ -36,7 +36,6 @@ TUNED = {
     "env.workplace_assistant.num_groups",
     "synthesize.teacher.max_concurrency",
     "grpo.batch_size",
-    "grpo.play_on",
     "grpo.tool_protocol",
     "grpo.env",
     "evaluate.policies",
@@ -46,7 +45,6 @@ TUNED = {
 # that is one) are found by type.
 BACKED = {
     "grpo.batch_size": (CurriculumStage, "batch_size"),
-    "grpo.play_on": (RolloutConfig, "play_on"),
     "grpo.tool_protocol": (RolloutConfig, "tool_protocol"),
     "grpo.explore": (RolloutConfig, "explore"),
     "register.max_new_tokens": (EvaluateConfig, "max_new_tokens"),

@@ -63,6 +63,20 @@ def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_t
     )
 
 
+@pytest.mark.parametrize("name", ["reverse_text", "double_check", "calculator", "workplace_assistant"])
+def test_a_decision_option_a_whole_conversation_env_would_ignore_is_refused_naming_the_key(name: str):
+    # Issue 44: these envs' GRPO trains whole sampled episodes; play_on, explore and branch_at were dropped silently.
+    assert preflight.problems(_params(env={"name": name})) == []  # the env's recipe: play_on sample
+    (found,) = preflight.problems(_params(env={"name": name}, grpo={"play_on": "expected"}))
+    assert found.startswith(
+        f"grpo.play_on / grpo.explore / grpo.branch_at: play_on='expected' would be ignored by {name}"
+    )
+    assert found.endswith("use play_on='sample'") and "\n" not in found
+    (found,) = preflight.problems(_params(env={"name": name}, grpo={"explore": 0.25, "branch_at": "mistake"}))
+    assert "explore=0.25, branch_at='mistake' would be ignored" in found
+    assert found.endswith("use explore=0.0, branch_at='depth'")
+
+
 def test_token_branching_is_found_up_front_for_an_env_of_several_turns_and_accepted_for_a_single_turn_one():
     (found,) = preflight.problems(_params(grpo={"branch_at": "token"}))  # tic-tac-toe: turns, not one reply
     assert found.startswith(

@@ -66,7 +66,7 @@ def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() ->
     assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
     assert line.endswith(
         "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.per_device_train_batch_size 8, "
-        "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.stages.wide.max_steps 40, "
+        "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.play_on sample, grpo.stages.wide.max_steps 40, "
         "grpo.stages.strong.max_steps 60, grpo.stages.polish.max_steps 80"
     )
 
@@ -107,7 +107,7 @@ def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says
     (own_env / "recipe.yaml").write_text(
         "build_model: {scratch: {vocab_size: 300}}\n"
         "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4, per_device_train_batch_size: 8}\n"
-        "grpo: {learning_rate: 2.0e-5, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
+        "grpo: {learning_rate: 2.0e-5, play_on: sample, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
     )
     loaded = load_params(params=params)
     assert loaded.build_model.scratch.vocab_size == 300
@@ -136,7 +136,7 @@ def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: 
     assert "recipe.yaml: a recipe sets exactly" in message
     assert (
         "['sft.max_length'] belong in params.yaml" in message
-        and "add ['grpo.stages.polish.max_steps'" in message
+        and "add ['grpo.play_on', 'grpo.stages.polish.max_steps'" in message
     )
 
 
@@ -144,7 +144,7 @@ def test_a_recipe_value_the_params_model_refuses_names_the_key(own_env: Path) ->
     (own_env / "recipe.yaml").write_text(
         "build_model: {scratch: {vocab_size: 300}}\n"
         "sft: {num_train_epochs: many, learning_rate: 1.0e-4, per_device_train_batch_size: 8}\n"
-        "grpo: {learning_rate: 2.0e-5, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
+        "grpo: {learning_rate: 2.0e-5, play_on: sample, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
     )
     with pytest.raises(ParamsError, match=r"section 'sft': key 'num_train_epochs' expects float or None"):
         load_params(params=with_env("my_env"))

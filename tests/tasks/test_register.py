@@ -106,11 +106,8 @@ def test_exact_comparison_follows_the_metric_and_needs_it_on_both_sides():
     assert compare_exact({}, {"random": {"loss": 0.0}}, LOSS) is None
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    env = load_environment("tictactoe")
-    build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
+def evaluate_grpo(games: int = 4) -> None:
+    """The evaluate stage on the scratch model `grpo` alone, into data/eval."""
     evaluate(
         Params(
             evaluate=Evaluate(
@@ -118,13 +115,21 @@ def project(tmp_path, monkeypatch):
                 policies={"grpo": "data/models/grpo"},
                 references=[],
                 opponents=["random", "minimax-0"],
-                games=4,
+                games=games,
                 max_new_tokens=8,
                 out_dir="data/eval",
                 progress=False,
             )
         )
     )
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = load_environment("tictactoe")
+    build_scratch_model(env.corpus(), tmp_path / "data/models/grpo", TINY)
+    evaluate_grpo()
     return tmp_path
 
 
@@ -141,8 +146,12 @@ def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Pat
     with tracking.stage_run("register", root=project):
         first = run(config)
     with tracking.stage_run("register", root=project):
-        second = run(config)
+        again = run(config)  # the same candidate, evaluation and gates: the same registration
     assert first["promoted"] is True and first["version"] == 1
+    assert again == first
+    evaluate_grpo(games=6)  # a new evaluation of the same model is a new registration
+    with tracking.stage_run("register", root=project):
+        second = run(config)
     assert second["promoted"] is False and second["version"] == 2  # the same model is no better
     client = mlflow.MlflowClient()
     assert int(client.get_model_version_by_alias("wander-tictactoe", "champion").version) == 1
@@ -155,6 +164,20 @@ def test_register_tags_lineage_and_keeps_the_champion_unless_beaten(project: Pat
     )
     assert tags["wander.checkpoint"] == "data/models/grpo" and tags["wander.parent"] == "none"
     assert tags["wander.dataset.data/sft"] == "untracked"
+    assert tags["eval.non_loss"] == f"{second['candidate_non_loss']:.4f}"
+
+
+def test_a_register_that_fails_registers_nothing(project: Path):
+    # The baseline gate needs the teacher's rows, which this matrix lacks: refused before any version exists.
+    config = Params(
+        register=Register(lineage={"grpo": "data/models/grpo"}, candidate="grpo", baseline="teacher")
+    )
+    with (
+        tracking.stage_run("register", root=project),
+        pytest.raises(ValueError, match="no rows for policy 'teacher'"),
+    ):
+        run(config)
+    assert mlflow.MlflowClient().search_model_versions("name='wander-tictactoe'") == []
 
 
 def test_unknown_candidate_is_refused(project: Path):
@@ -240,11 +263,12 @@ def test_the_gate_refuses_a_rubric_env_candidate_worse_than_its_teacher(rubric_p
 
     # Without the teacher gate the same model becomes the first champion; with it again, the alias stays there.
     assert register_grpo(rubric_project, None)["promoted"] is True
-    third = register_grpo(rubric_project, "teacher")
-    assert third["promoted"] is False and third["reason"].startswith("grpo is worse than teacher on reward")
+    # Registered again as the first time (same model, evaluation and gates): that version, no third one.
+    assert register_grpo(rubric_project, "teacher") == first
     assert int(client.get_model_version_by_alias("wander-double_check", "champion").version) == 2
-    tags = client.get_model_version("wander-double_check", "3").tags
-    assert tags["wander.promoted"] == "false" and tags["wander.promotion_reason"] == third["reason"]
+    assert len(client.search_model_versions("name='wander-double_check'")) == 2
+    tags = client.get_model_version("wander-double_check", "1").tags
+    assert tags["wander.promoted"] == "false" and tags["wander.promotion_reason"] == first["reason"]
 
 
 def test_the_gate_says_by_how_much_a_candidate_is_worse_than_its_teacher(rubric_project: Path):

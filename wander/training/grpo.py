@@ -189,10 +189,28 @@ def rollout_func(env: Environment, rollout: RolloutConfig) -> Any:
 
         return TokenBranchRollout(env)
     if getattr(env, "full_history", True):
+        refuse_decision_options(env, rollout)
         return EpisodeRollout(env, rollout.max_episode_tokens)
     from wander.training.decision_rollout import DecisionRollout
 
     return DecisionRollout(env, play_on=rollout.play_on, explore=rollout.explore, branch_at=rollout.branch_at)
+
+
+def refuse_decision_options(env: Environment, rollout: RolloutConfig) -> None:
+    """ValueError naming each decision-rollout option (play_on, explore, branch_at) set away from its default for an
+    env whose turns read the whole conversation: its GRPO trains whole sampled episodes and would ignore them."""
+    defaults = RolloutConfig()
+    ignored = [
+        f"{key}={getattr(rollout, key)!r}"
+        for key in ("play_on", "explore", "branch_at")
+        if getattr(rollout, key) != getattr(defaults, key)
+    ]
+    if ignored:
+        raise ValueError(
+            f"{', '.join(ignored)} would be ignored by {env.name}: its turns read the whole conversation "
+            "(full_history), so GRPO trains whole sampled episodes, not decisions; use "
+            + ", ".join(f"{k.split('=')[0]}={getattr(defaults, k.split('=')[0])!r}" for k in ignored)
+        )
 
 
 def _any_live(trainer: Any) -> Callable[[bool], bool]:
@@ -226,6 +244,7 @@ def grpo_trainer(
                 "(change the env's rubric, splits or tools instead)"
             )
     if isinstance(env, ToolEnv) and rollout.tool_protocol == "environment_factory":
+        refuse_decision_options(env, rollout)  # TRL's tool loop plays whole episodes
         from wander.training.tools import tool_env_trainer
 
         return tool_env_trainer(env, trainer_cls, model=model, args=args, rollout=rollout, **kwargs)

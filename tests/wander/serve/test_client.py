@@ -133,3 +133,18 @@ def test_sessions_are_given_back_scored_or_dropped(local_env):
 def test_no_server_is_one_clear_error():
     with pytest.raises(RemoteError, match="no OpenEnv server at http://127.0.0.1:9"):
         load_environment("openenv:http://127.0.0.1:9")
+
+
+def test_a_private_answer_stays_on_the_server_which_still_scores_with_it():
+    """The calculator's specs hold their answer: the Task API lists them without it, and the client resets an
+    episode by split and index, so the server plays it with the answer and the rewards are the local ones."""
+    local = load_environment("calculator", num_train=4, num_eval=6, num_test=4)
+    with serve_env_in_thread(load_environment("calculator", num_train=4, num_eval=6, num_test=4)) as base:
+        remote = load_environment(f"openenv:{base}")
+        listed = remote.get_dataset("eval").to_list()
+        assert listed == [local.public_spec(spec) for spec in local.get_dataset("eval")]
+        assert all("answer" not in spec for spec in listed)
+        teacher = local.teacher_policy(0.0, 0)
+        here, there = local(teacher, n=6).trajectories, remote(teacher, n=6).trajectories
+        assert [ep.reward for ep in there] == [ep.reward for ep in here] == [1.0] * 6
+        assert [ep.messages for ep in there] == [ep.messages for ep in here]

@@ -104,3 +104,28 @@ def test_an_episode_ended_here_first_is_scored_here_and_a_lost_server_raises():
         live = served.start(spec)
     with pytest.raises(RemoteError, match="a step on the tictactoe server failed"):
         served.advance(live, Reply("<move>4</move>"))
+
+
+def test_private_state_stays_on_the_server_and_is_rebuilt_here_for_records_and_a_cut_episodes_score():
+    """workplace_assistant keeps its workspace private: the server never sends it, and the served env replays the
+    episode here to have it, so records equal local ones and an episode cut here is scored on the whole state."""
+    settings = dict(num_train=4, num_eval=3, num_test=3)
+    local = load_environment("workplace_assistant", **settings)
+    assert local.private_state_keys == {"workspace"}
+    with serve_env_in_thread(load_environment("workplace_assistant", **settings)) as base:
+        served = load_environment(f"openenv:{base}", local=local)
+        specs = local.get_dataset("eval").to_list()
+        teacher = local.teacher_policy(0.0, 0)
+        live = served.start(specs[0])
+        assert "workspace" not in live.state  # what the server sent: no workspace
+        here, there = local.rollout(teacher, specs), served.rollout(teacher, specs)
+        assert records(there) == records(here)
+        assert [ep.state["workspace"] for ep in there] == [ep.state["workspace"] for ep in here]
+        assert all(ep.reward == 1.0 for ep in there)  # the teacher at skill 0 completes every request
+        cut, mine = served.start(specs[1]), local.start(specs[1])
+        for ep, env in ((cut, served), (mine, local)):
+            env.advance(ep, teacher([env.observation(ep)])[0])
+            ep.done = True  # a trainer's token budget ran out: scored here, on the rebuilt workspace
+            env.score([ep])
+        assert records([cut]) == records([mine]) and cut.values == mine.values and "workspace" in cut.state
+        served.score([live])

@@ -42,14 +42,18 @@ def origin_of(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) of an http(s) URL, the port filled in: what decides where a request goes."""
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
         raise ModelRefused(f"model URL {url!r} holds spaces or control characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:  # an unclosed [IPv6 bracket
+        raise ModelRefused(f"model URL {url!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not hostname:
         raise ModelRefused(f"{url!r} is not an http:// or https:// URL with a host")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise ModelRefused(f"{url!r} has a port that is not a number") from None
-    host = parts.hostname.lower()
+    host = hostname.lower()
     try:
         host = str(ipaddress.ip_address(host))  # one spelling per address: ::1 and 0:0::1 are one host
     except ValueError:

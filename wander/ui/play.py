@@ -158,6 +158,8 @@ def new_game(
 
 def person_move(game: Game, text: str) -> None:
     """The person's move: a cell number; then the policy answers."""
+    if not game.board_game:  # a form posted to the wrong game's page: no board to move on
+        raise PlayError("this game has no board: type the policy's turn, or let the policy play it")
     if game.done:
         raise PlayError("this game is over: start a new one")
     try:
@@ -212,6 +214,8 @@ def policy_turn(game: Game) -> None:
 
 def typed_turn(game: Game, text: str | None) -> None:
     """Any env: the person's text as the policy's turn, or (None) the policy's own reply."""
+    if game.board_game:  # typed text would bypass the held move and the person's forced reply
+        raise PlayError("in a board game you play the opponent: pick a free cell")
     if game.done:
         raise PlayError("this episode is over: start a new one")
     assert game.episode is not None

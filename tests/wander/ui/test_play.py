@@ -75,6 +75,11 @@ def test_bad_moves_and_invalid_replies(env):
     ]:
         with pytest.raises(PlayError, match=reason):
             person_move(game, text)
+    with pytest.raises(PlayError, match="in a board game you play the opponent"):
+        typed_turn(
+            game, "<move>0</move>"
+        )  # a typed turn would skip the held move: refused, the game unchanged
+    assert game.board()[4] != "." and len(game.turns) == 3
     with pytest.raises(PlayError, match="no game 'x'"):
         Games().get("x")
     with pytest.raises(PlayError, match="choose 'first' or 'second'"):
@@ -100,6 +105,8 @@ def test_any_env_by_typing_the_policys_turns():
     while not game.done:
         typed_turn(game, "my reply")
     assert game.turns[0].who == "person" and set(game.episode.values) == set(env.rubric.names)
+    with pytest.raises(PlayError, match="this game has no board"):
+        person_move(game, "4")
     with pytest.raises(PlayError, match="over"):
         typed_turn(game, None)
 

@@ -1,7 +1,9 @@
 """`wander ui`: one local web app with three views of a pipeline run (Play, Episodes, Curves and lineage).
 
 FastAPI with server-rendered pages (wander/ui/pages.py). It reads only the run's own files and the local MLflow
-store (wander/ui/run_files.py) and binds to loopback unless told otherwise.
+store (wander/ui/run_files.py) and binds to loopback unless told otherwise. It answers only its own pages (Host,
+Origin and CSRF-token checks, wander/ui/guard.py), bounds request bodies, loads only the models the user allowed
+(wander/ui/models.py) and registered environments, and keeps bounded caches of them.
 """
 
 from __future__ import annotations

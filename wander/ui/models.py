@@ -72,7 +72,13 @@ class ModelAccess:
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
-        self._key_origins = {origin_of(url) for url in self.key_endpoints}
+        for url in self.key_endpoints:
+            try:
+                self._key_origins.add(origin_of(url))
+            except ModelRefused as exc:
+                raise ValueError(
+                    f"--api-key-endpoint: {exc}; give the endpoint's URL, e.g. https://api.openai.com/v1"
+                ) from None
 
     def url(self, spec: str) -> Resolved:
         """A model URL if allowed: loopback always, another host only with `allow_remote`; the key only if named."""

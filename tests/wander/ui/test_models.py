@@ -135,3 +135,28 @@ def test_the_api_key_goes_only_to_the_endpoint_named_for_it(run_root, recorder, 
             expected = f"Bearer {SECRET}" if gets_key else "Bearer EMPTY"  # EMPTY: what local servers accept
             assert request["headers"]["authorization"] == expected, (endpoints, request["path"])
             assert gets_key or SECRET not in str(request), (endpoints, request["path"])
+
+
+def test_the_cli_flags_reach_the_app(run_root):
+    from wander.cli import build_parser
+
+    args = build_parser().parse_args(
+        [
+            "ui",
+            "--allow-remote-models",
+            "--api-key-endpoint",
+            "https://api.openai.com/v1",
+            "--api-key-endpoint",
+            "http://127.0.0.1:8000",
+        ]
+    )
+    assert args.allow_remote_models and args.api_key_endpoint == [
+        "https://api.openai.com/v1",
+        "http://127.0.0.1:8000",
+    ]
+    defaults = build_parser().parse_args(["ui"])
+    assert not defaults.allow_remote_models and defaults.api_key_endpoint == []
+    with pytest.raises(
+        ValueError, match="--api-key-endpoint: 'api.openai.com' is not an http:// or https:// URL"
+    ):
+        create_app(run_root, api_key_endpoints=["api.openai.com"])

@@ -4,6 +4,7 @@ reset, step, state, the Task API, the WebSocket session, the `--web` routes) hol
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ SMALL = {"num_train": 8, "num_eval": 3, "num_test": 3}
 
 def small(name: str) -> dict[str, int]:
     """Small splits, for the envs whose factory takes split sizes (a server builds every split at start)."""
-    factory = __import__(module_name(name), fromlist=["load_environment"]).load_environment
+    factory = importlib.import_module(module_name(name)).load_environment
     return {k: v for k, v in SMALL.items() if k in inspect.signature(factory).parameters}
 
 

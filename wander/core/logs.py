@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import sys
+import warnings
 
 LEVEL_ENV = "WANDER_LOG_LEVEL"
 PROGRESS_ENV = "HF_HUB_DISABLE_PROGRESS_BARS"
@@ -24,6 +25,21 @@ OURS = ("wander", "envs", "tasks", "flows", "__main__")
 # Per-request loggers, set explicitly too: a library's own logging setup (uvicorn's dictConfig) may have given
 # them a level, and then the root's level would not reach them.
 CHATTY = ("httpx", "httpx2", "httpcore", "openai", "uvicorn", "uvicorn.access", "uvicorn.error")
+
+# Notices that ask nothing of the user, off at their source (each library's own switch) unless verbose or DEBUG.
+QUIET_ENV = {
+    "TRL_EXPERIMENTAL_SILENCE": "1",  # "You are using 'rollout_func', which is an experimental feature", per trainer
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # a download bar per model read back from the registry
+}
+# Warnings one library raises about how it calls another, which nothing in wander or its params can change.
+LIBRARY_NOTICES = (
+    (
+        FutureWarning,
+        r"`is_gradient_checkpointing` is deprecated",
+    ),  # TRL's model unwrapping, transformers 5's rename
+    # MLflow's advice for a PythonModel: our predict takes conversations, which a type-hint schema would refuse.
+    (UserWarning, r".*Add type hints to the `predict` method"),
+)
 
 # `scheme://user:password@` in a URL: the userinfo part is a credential and never reaches a log or MLflow.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@]+@")
@@ -68,7 +84,17 @@ def configure_logging(prefix: str, verbose: bool = False) -> int:
         logging.getLogger(name).setLevel(level)
     if others > logging.INFO:  # the bars are INFO-level chatter too
         quiet_progress_bars()
+        quiet_library_notices()
     return level
+
+
+def quiet_library_notices() -> None:
+    """Turn off the notices of QUIET_ENV (where the environment does not say otherwise; child processes inherit it)
+    and of LIBRARY_NOTICES; every other warning still shows."""
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for category, message in LIBRARY_NOTICES:
+        warnings.filterwarnings("ignore", message=message, category=category)
 
 
 def quiet_progress_bars() -> None:

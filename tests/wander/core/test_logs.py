@@ -3,6 +3,7 @@ WANDER_LOG_LEVEL=DEBUG."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -11,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from wander.core.logs import CHATTY, DATASETS_PROGRESS_ENV, LEVEL_ENV, OURS, PROGRESS_ENV, configure_logging
+from wander.core.logs import (
+    CHATTY,
+    DATASETS_PROGRESS_ENV,
+    LEVEL_ENV,
+    OURS,
+    PROGRESS_ENV,
+    QUIET_ENV,
+    configure_logging,
+)
+from wander.core.offline import OFFLINE_ENV
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -23,6 +33,7 @@ def restore_levels(monkeypatch):
     for name in (
         PROGRESS_ENV,
         DATASETS_PROGRESS_ENV,
+        *QUIET_ENV,
     ):  # configure_logging sets them: put them back afterwards
         monkeypatch.delenv(name, raising=False)
     levels = {n: logging.getLogger(n).level for n in NAMES}
@@ -129,3 +140,50 @@ def test_the_datasets_bars_show_only_when_verbose(verbose: bool, import_first: b
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert ("Tokenizing train dataset" in done.stderr) == verbose, done.stderr[-2000:]
+
+
+NOTICES = """
+import os, warnings
+from wander.core.logs import configure_logging
+configure_logging("stage", verbose={verbose})
+warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning)
+warnings.warn("\\x1b[33mAdd type hints to the `predict` method to enable data validation", UserWarning)
+warnings.warn("a real problem: the checkpoint has no tokenizer", UserWarning)
+print("TRL_EXPERIMENTAL_SILENCE=" + os.environ.get("TRL_EXPERIMENTAL_SILENCE", "unset"))
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_library_notices_that_ask_nothing_are_off_and_a_real_warning_still_shows(verbose: bool):
+    done = subprocess.run(
+        [sys.executable, "-c", NOTICES.format(verbose=verbose)],
+        cwd=REPO,
+        env={k: v for k, v in clean_env().items() if k not in QUIET_ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "a real problem: the checkpoint has no tokenizer" in done.stderr
+    assert ("is_gradient_checkpointing" in done.stderr) == verbose
+    assert ("Add type hints" in done.stderr) == verbose
+    assert ("TRL_EXPERIMENTAL_SILENCE=1" in done.stdout) == (not verbose)
+
+
+def test_a_flow_or_stage_started_from_a_shell_sends_no_telemetry():
+    # `python -m flows.pipeline` or a stage outside make: the switches are set before any tool starts; a caller's
+    # own value wins.
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_ENV}
+    env["HF_HUB_OFFLINE"] = "0"
+    for package in ("flows", "tasks"):
+        done = subprocess.run(
+            [sys.executable, "-c", f"import json, os, {package}; print(json.dumps(dict(os.environ)))"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout)
+        assert {k: seen[k] for k in OFFLINE_ENV} == {**OFFLINE_ENV, "HF_HUB_OFFLINE": "0"}, package

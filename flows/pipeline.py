@@ -32,7 +32,6 @@ from typing import IO
 from prefect import flow, get_run_logger, task
 from prefect.exceptions import TerminationSignal
 
-from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.process_tree import WATCH_PID_ENV, exit_after, start_group, stop_group, stop_on_signals
 
 # Stages that talk to the outside world (a teacher API) get retries; the rest fail fast.
@@ -183,90 +182,35 @@ def apply_profile(root: Path, profile: str) -> str:
     )
 
 
-def _held_to(worst: dict[str, dict]) -> str:
-    """Each side's worst outcome, with the line when it is a loss."""
-    return "; ".join(
-        f"as {side} {w['outcome']}" + (f" ({', '.join(w['line'])})" if w["outcome"] == "loss" else "")
-        for side, w in worst.items()
-    )
-
-
-def stage_lines(matrix: dict, rows: list[str], suite: EvaluationSuite) -> list[str]:
-    """Each row's headline metric over every cell with its 95% interval, and a greedy row's exact results where the
-    evaluation has them (the suite's chosen opponent / metric pairs): what each stage added."""
-    metric = suite.metric(suite.headline)
-    picks = suite.report.extremes
-    lines = [f"each stage: {metric.label or metric.name} over every cell [95% interval]"]
-    for row in rows:
-        overall = matrix["policies"][row]["overall"]
-        value, low, high = (overall.get(metric.name + k) for k in ("", "_ci_low", "_ci_high"))
-        text = f"  {row:<14} " + (f"{value:.3f}" if value is not None else "-")
-        text += f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-        exact = matrix.get("exact", {}).get(row)
-        if exact:
-            opponents = list(matrix["policies"][row]["opponents"])
-            text += "   exact " + ", ".join(
-                f"{opponents[i]} {name} {exact[opponents[i]][name]:.3f}" for i, name in picks
-            )
-        lines.append(text)
-    return lines
-
-
 def summary(root: Path, run_id: str | None = None) -> str:
-    """What a person wants after a run: the candidate against the teacher per opponent, each stage's headline
-    metric, its reply budgets, games per cell and the env's recipe as the stages read them, and where to look."""
-    import yaml
-
-    from tasks.plumbing.params import PARAMS_FILE, load_params
+    """What a person wants after a run: the evaluation's lines as the suite's report writes them (the candidate
+    against the baseline, each stage's headline metric), the registration, the reply budgets, games per cell and
+    the env's recipe as the stages read them, and where to look."""
+    from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
     from tasks.plumbing.preflight import budget_line
     from tasks.plumbing.recipe import recipe_line
     from wander import load_environment
+    from wander.eval.evaluation import run_summary
+    from wander.eval.report import OUTPUTS
 
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    eval_dir = root / params["evaluate"]["out_dir"]
-    matrix = json.loads((eval_dir / "matrix.json").read_text())
-    metrics = matrix["policies"]
-    candidate, teacher = params["register"]["candidate"], params["evaluate"].get("baseline") or "teacher"
-    exact, worst = matrix.get("exact", {}).get(candidate, {}), matrix.get("worst_case", {}).get(candidate)
-    register_file = root / params["layout"]["metrics"] / "register.json"
-    registered = json.loads(register_file.read_text()) if register_file.exists() else {}
-    if all(
-        "win" in cell.get("both", {}) for cell in metrics[candidate]["opponents"].values()
-    ):  # a game's matrix
-        lines = [f"\n{candidate} vs {teacher}: win / draw / loss per opponent (both sides)"]
-        for opponent in metrics[candidate]["opponents"]:
-            cells = []
-            for row in (candidate, teacher):
-                m = metrics[row]["opponents"][opponent]["both"]
-                cells.append(f"{m['win']:.2f} / {m['draw']:.2f} / {m['loss']:.2f}")
-            e = exact.get(opponent)  # a greedy model's exact expectation: the numbers without sampling noise
-            note = f"   {candidate} exact {e['win']:.3f} / {e['draw']:.3f} / {e['loss']:.3f}" if e else ""
-            lines.append(f"  {opponent:<14} {cells[0]:<22} teacher {cells[1]}{note}")
-    else:  # any other suite: its headline metric per split, as metrics.json holds it for these two rows
-        headline = json.loads((eval_dir / "metrics.json").read_text())
-        lines = [f"\n{candidate} vs {teacher}: headline metric (mean per episode)"]
-        for row in (candidate, teacher):
-            for metric, values in headline.get(row, {}).items():
-                lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
-    if worst:
-        lines.append("against an opponent that knows its every move: " + _held_to(worst))
-        if all("sound" in w for w in worst.values()):
-            sound = {side: w["sound"] for side, w in worst.items()}
-            lines.append(
-                "  and one that also never gives up the game's value (a strong player): " + _held_to(sound)
-            )
-    checked = load_params(root / PARAMS_FILE)
-    env = load_environment(**checked.env.kwargs())
-    lineage = [r for r in dict.fromkeys([*params["evaluate"]["policies"], teacher]) if r in metrics]
-    lines += stage_lines(matrix, lineage, env.evaluation_suite())
-    if registered:
+    given = read_params(root / PARAMS_FILE)  # as params.yaml sets it: the recipe line marks what it sets
+    params = load_params(root / PARAMS_FILE, params=given)
+    env = load_environment(**params.env.kwargs())
+    eval_dir = root / params.evaluate.out_dir
+    lines = [""]
+    lines += run_summary(
+        eval_dir, env, params.register.candidate, params.evaluate.baseline, list(params.evaluate.policies)
+    )
+    register_file = root / params.layout.metrics / "register.json"
+    if register_file.exists():
+        registered = json.loads(register_file.read_text())
         state = "now champion" if registered["promoted"] else "champion unchanged"
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")
     # The reply budgets and games per cell, null ones resolved from the run's env as its stages resolved them.
-    lines.append(budget_line(checked, env))
-    lines.append(recipe_line(params))
+    lines.append(budget_line(params, env))
+    lines.append(recipe_line(given))
     lines += [
-        f"report: {eval_dir / 'report.md'}  plots: {eval_dir}/*.png",
+        f"report: {eval_dir / OUTPUTS['report']}  plots: {eval_dir}/*.png",
         f"MLflow: make ui (run {run_id})" if run_id else "MLflow: make ui",
     ]
     return "\n".join(lines)

@@ -13,7 +13,7 @@ from typing import Any
 
 from envs.tictactoe.board import LEGAL_MOVES, STATES, is_over
 from envs.tictactoe.exact import Memoized, exact_both_sides
-from envs.tictactoe.exploit import best_response, worst_case_lines
+from envs.tictactoe.exploit import best_response, worst_case_lines, worst_case_summary
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, rationale, scripted_player
 from envs.tictactoe.render import parse_board, reply_text
 from envs.tictactoe.suite import SUITE
@@ -126,6 +126,11 @@ class TicTacToePipeline(PipelineHooks):
     def worst_case_lines(self, worst: Mapping[str, Mapping[str, dict]]) -> list[str]:
         """WorstCase: the report's table of each row's worst outcome per side, with its line (exploit.py)."""
         return worst_case_lines(worst)
+
+    def worst_case_summary(self, worst: Mapping[str, dict]) -> list[str]:
+        """WorstCase: the run summary's lines on one row's worst outcome per side, with the line to a loss
+        (exploit.py)."""
+        return worst_case_summary(worst)
 
     def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
         """Augmentation: the game's distinct images under the board's rotations and reflections

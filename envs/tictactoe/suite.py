@@ -93,6 +93,7 @@ REPORT = ReportLayout(
     terminal=("win", "draw", "loss", "non_loss", "invalid", "format", "move_optimality", "turns"),
     overview=("non_loss", "invalid"),
     extremes=((0, "win"), (0, "loss"), (-1, "loss")),  # the weakest opponent listed first, the strongest last
+    outcomes=("win", "draw", "loss"),
     samples=(("a win", _won), ("a loss", _lost), ("an invalid move", _invalid)),
     sample_title=sample_title,
     sample_note=sample_note,

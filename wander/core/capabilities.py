@@ -45,6 +45,10 @@ class WorstCase(Protocol):
         """Markdown: the report's section on the worst cases of every row (policy -> `worst_case` result)."""
         ...
 
+    def worst_case_summary(self, worst: Mapping[str, dict]) -> list[str]:
+        """Plain text: the run summary's lines on one row's worst case (a `worst_case` result)."""
+        ...
+
 
 @runtime_checkable
 class CandidateReplies(Protocol):

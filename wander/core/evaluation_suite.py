@@ -129,6 +129,9 @@ class ReportLayout:
     """A matrix suite's metrics.json: metrics pooled over each headline row."""
     extremes: tuple[tuple[int, str], ...] = ()
     """A matrix suite's metrics.json: (column group index, metric) cells, e.g. loss against the last group."""
+    outcomes: tuple[str, ...] = ()
+    """A matrix suite's run summary: the metrics shown per column group for the candidate and the baseline, both
+    sides pooled (tic-tac-toe: win, draw, loss); () shows the headline."""
     samples: tuple[tuple[str, Callable[[Episode], bool]], ...] = ()
     """A matrix suite's sample episodes: (what it shows, which episode shows it), the first match of each."""
     sample_title: Callable[[Episode], str] | None = None
@@ -163,7 +166,14 @@ class EvaluationSuite:
         if self.kind not in SUITE_KINDS:
             raise ValueError(f"suite kind {self.kind!r} is not one of {SUITE_KINDS}")
         report = self.report
-        named = [self.headline, *report.summary, *report.cells, *report.terminal, *report.overview]
+        named = [
+            self.headline,
+            *report.summary,
+            *report.cells,
+            *report.terminal,
+            *report.overview,
+            *report.outcomes,
+        ]
         unknown = [n for n in [*named, *(m for _, m in report.extremes)] if n not in names]
         if unknown:
             raise ValueError(

@@ -3,7 +3,7 @@
 The env decides the suite (`env.evaluation_suite()`, data): its kind picks the report that writes it, a game's
 opponent matrix (`wander.eval.report`) or rubric means per difficulty stratum and split (`wander.eval.rubric_report`);
 the plots are the suite's headline (`wander.eval.plots`). `wander eval` and the pipeline's evaluate stage both call
-`evaluate`.
+`evaluate`; the pipeline's run summary is the report's too (`run_summary`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,15 @@ def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline:
     write_text(paths["report"], suite.markdown_report(result, seed, baseline))
     write_episodes(result, paths["episodes"])
     return paths
+
+
+def run_summary(
+    out_dir: str | Path, env: Environment, candidate: str, baseline: str | None, rows: Sequence[str]
+) -> list[str]:
+    """The evaluation's lines of a pipeline run's summary, written by the report of the env's suite kind from the
+    outputs under `out_dir`: `candidate` against `baseline` (null: the report's first row), then each of `rows`
+    (the models in training order) and the baseline by the headline metric."""
+    return REPORTS[env.evaluation_suite().kind].run_summary(out_dir, env, candidate, baseline, rows)
 
 
 def text_table(result: MatrixResult) -> str:

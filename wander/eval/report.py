@@ -12,9 +12,12 @@ import io
 import json
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from wander.core.capabilities import WorstCase
+from wander.core.environment import Environment
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import Metric
+from wander.core.evaluation_suite import EvaluationSuite, Metric
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix import MatrixResult
@@ -302,3 +305,70 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
             note = layout.sample_note(ep) if layout.sample_note else f"Reward {ep.reward:.3f}."
             md += [f"### {n}: {kind} {title}", "", note, "", "```text", result.render(ep), "```", ""]
     return "\n".join(md).rstrip() + "\n"
+
+
+# ----- the run summary -----
+
+
+def read_matrix(out_dir: str | Path) -> dict:
+    """The matrix.json an evaluation wrote under `out_dir` (either kind)."""
+    return json.loads((Path(out_dir) / OUTPUTS["matrix"]).read_text())
+
+
+def summary_rows(matrix: dict, rows: Sequence[str], baseline: str | None) -> tuple[str, list[str]]:
+    """The baseline (the report's: `baseline`, else the first row) and the rows of the run summary's stage lines:
+    `rows` (the models in training order) then the baseline, those the matrix has."""
+    base = baseline or next(iter(matrix["policies"]))
+    return base, [r for r in dict.fromkeys([*rows, base]) if r in matrix["policies"]]
+
+
+def stage_lines(matrix: dict, rows: Sequence[str], suite: EvaluationSuite) -> list[str]:
+    """Each row's headline metric over every cell with its 95% interval, and a greedy row's exact results where the
+    evaluation has them (the suite's chosen column group / metric pairs): what each stage added."""
+    metric = suite.metric(suite.headline)
+    picks = suite.report.extremes
+    lines = [f"each stage: {metric.shown} over every cell [95% interval]"]
+    for row in rows:
+        overall = matrix["policies"][row]["overall"]
+        value, low, high = (overall.get(metric.name + k) for k in ("", "_ci_low", "_ci_high"))
+        text = f"  {row:<14} " + (f"{value:.3f}" if value is not None else "-")
+        text += f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+        exact = matrix.get("exact", {}).get(row)
+        if exact:
+            groups = list(matrix["policies"][row]["opponents"])
+            text += "   exact " + ", ".join(
+                f"{groups[i]} {name} {exact[groups[i]][name]:.3f}" for i, name in picks
+            )
+        lines.append(text)
+    return lines
+
+
+def run_summary(
+    out_dir: str | Path, env: Environment, candidate: str, baseline: str | None, rows: Sequence[str]
+) -> list[str]:
+    """The run summary of a matrix suite: the candidate against the baseline per column group in the suite's
+    outcome metrics (both sides pooled; a greedy candidate's exact results next to them), the candidate's worst
+    case where the env has one (`WorstCase.worst_case_summary`), then each row's headline (`stage_lines`)."""
+    suite = env.evaluation_suite()
+    layout = suite.report
+    matrix = read_matrix(out_dir)
+    base, lineage = summary_rows(matrix, rows, baseline)
+    metrics = [suite.metric(name) for name in layout.outcomes or (suite.headline,)]
+    names = " / ".join(m.shown for m in metrics)
+    policies = matrix["policies"]
+    exact = matrix.get("exact", {}).get(candidate, {})
+    lines = [f"{candidate} vs {base}: {names} per {layout.group_label} ({suite.plot_labels.pooled})"]
+    for group in policies[candidate]["opponents"]:
+        cells = []
+        for row in (candidate, base):
+            pooled_cell = policies[row]["opponents"][group]["both"]
+            cells.append(" / ".join(f"{pooled_cell[m.name]:.{m.digits}f}" for m in metrics))
+        e = exact.get(group)  # a greedy model's exact expectation: the numbers without sampling noise
+        note = ""
+        if e and all(m.name in e for m in metrics):
+            note = f"   {candidate} exact " + " / ".join(f"{e[m.name]:.3f}" for m in metrics)
+        lines.append(f"  {group:<14} {cells[0]:<22} {base} {cells[1]}{note}")
+    worst = matrix.get("worst_case", {}).get(candidate)
+    if worst and isinstance(env, WorstCase):
+        lines += env.worst_case_summary(worst)
+    return lines + stage_lines(matrix, lineage, suite)

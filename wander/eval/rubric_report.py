@@ -9,11 +9,23 @@ once, for every env; the "heatmap" and "bars" files plot the env's headline metr
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
 
+from wander.core.environment import Environment
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix import MatrixResult
-from wander.eval.report import OUTPUTS, headline_policies, intro, shown_value, with_interval
+from wander.eval.report import (
+    OUTPUTS,
+    headline_policies,
+    intro,
+    read_matrix,
+    shown_value,
+    stage_lines,
+    summary_rows,
+    with_interval,
+)
 
 
 def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
@@ -112,3 +124,18 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 "",
             ]
     return "\n".join(md).rstrip() + "\n"
+
+
+def run_summary(
+    out_dir: str | Path, env: Environment, candidate: str, baseline: str | None, rows: Sequence[str]
+) -> list[str]:
+    """The run summary of a rubric suite: the candidate's and the baseline's headline metric overall and per split,
+    as metrics.json holds it, then each row's headline over every cell (`stage_lines`)."""
+    matrix = read_matrix(out_dir)
+    base, lineage = summary_rows(matrix, rows, baseline)
+    headline = json.loads((Path(out_dir) / OUTPUTS["metrics"]).read_text())
+    lines = [f"{candidate} vs {base}: headline metric (mean per episode)"]
+    for row in (candidate, base):
+        for metric, values in headline.get(row, {}).items():
+            lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
+    return lines + stage_lines(matrix, lineage, env.evaluation_suite())

@@ -17,8 +17,8 @@ from wander.core.capabilities import (
 )
 
 CAPABILITIES = (ExactEvaluation, WorstCase, CandidateReplies, ExpectedOutcomes, BestOutcomes, Augmentation)
-MEMBERS = ("exact_suite", "exact_note", "exact_columns", "worst_case", "worst_case_lines", "candidate_replies",
-           "expected_outcomes", "best_outcomes", "equivalent_games")  # fmt: skip
+MEMBERS = ("exact_suite", "exact_note", "exact_columns", "worst_case", "worst_case_lines", "worst_case_summary",
+           "candidate_replies", "expected_outcomes", "best_outcomes", "equivalent_games")  # fmt: skip
 
 
 def test_the_base_environment_inherits_no_capability_stub():
@@ -39,7 +39,8 @@ def test_require_names_the_protocol_its_members_and_the_way_out():
         require(load_environment("reverse_text"), WorstCase, "the worst-case table", "skip it")
     assert str(refused.value) == (
         "the worst-case table needs an environment with the WorstCase capability "
-        "(wander.core.capabilities.WorstCase: `worst_case`, `worst_case_lines`); 'reverse_text' does not have "
+        "(wander.core.capabilities.WorstCase: `worst_case`, `worst_case_lines`, "
+        "`worst_case_summary`); 'reverse_text' does not have "
         "it: skip it"
     )
     assert isinstance(refused.value, ValueError)  # a bad setting, as the stages report one

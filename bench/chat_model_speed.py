@@ -31,7 +31,7 @@ from transformers import TrainerCallback
 from bench.vllm_speed import prompts, transformers_seconds, vllm_seconds
 from tasks.plumbing.params import load_params
 from tasks.plumbing.sections import Params
-from tasks.sft import trainer_args
+from tasks.plumbing.trainer_args import trainer_args
 from wander import load_environment
 from wander.policies.packaged_models import load_packaged
 from wander.policies.vllm_server import VLLMServer

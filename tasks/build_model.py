@@ -6,7 +6,6 @@ python -m tasks.build_model [--params params.yaml] [--profile smoke]
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import time
@@ -64,14 +63,6 @@ def run(params: Params) -> dict:
     set_tags({"wander.model.source": config.model, "wander.model.dir": output_dir})
     logger.info("%s: %d parameters, vocabulary %d", output_dir, metrics["parameters"], len(tokenizer))
     return metrics
-
-
-def context_length(model_dir: str | Path) -> int:
-    """The longest sequence the model at `model_dir` takes, from its config (else its tokenizer)."""
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    if config.get("max_position_embeddings"):
-        return int(config["max_position_embeddings"])
-    return int(scratch_model.load_tokenizer(model_dir).model_max_length)
 
 
 def _context(model_config: object, tokenizer: object) -> int:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.build_model import context_length
 from tasks.plumbing.sections import Curate, Params
 from tasks.plumbing.tracking import log_artifact, log_dict, write_stage_metrics
 from tasks.plumbing.validation import InputError, gxe, validate
@@ -31,7 +30,7 @@ from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_json
 from wander.core.capabilities import Augmentation
 from wander.core.replay import replay_problems
 from wander.core.suite import SpecChecks
-from wander.policies.scratch_model import load_tokenizer
+from wander.policies.scratch_model import context_length, load_tokenizer
 
 logger = logging.getLogger(__name__)
 SHOWN_GAMES = 10  # games a replay failure lists

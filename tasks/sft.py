@@ -5,7 +5,6 @@ python -m tasks.sft [--params params.yaml] [--profile smoke]
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import sys
@@ -14,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks.plumbing.fingerprint import fingerprint, stage_code
-from tasks.plumbing.sections import Params, Section
+from tasks.plumbing.sections import Params
 from tasks.plumbing.tracking import set_tags, write_metrics
+from tasks.plumbing.trainer_args import trainer_args
 from tasks.plumbing.validation import InputError
 from wander.core.atomic_io import atomic_dir, clean_leftovers, read_jsonl
 
@@ -25,30 +25,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 SFT_ROLES = ("system", "user", "assistant", "tool")  # tool: results of a tool env's calls
 SFT_FIX = "fix those rows, or rebuild the file with the curate stage (dvc repro curate)"
-
-
-def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
-    """A TRL config from a params section: every key named like one of its fields, plus `fixed`, for this device."""
-    names = {f.name for f in dataclasses.fields(config_cls)}
-    return device_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
-
-
-def device_args(config_cls: type, bf16: bool | None = None, **kwargs: object) -> object:
-    """A TRL config for this machine, logging to the active MLflow run: bf16 autocast when `bf16` says so, by
-    default only on a CUDA GPU that has it (TRL defaults to bf16 everywhere); never gradient checkpointing (small
-    models, memory to spare)."""
-    import torch
-
-    report_to = ["mlflow"] if "mlflow" in sys.modules and sys.modules["mlflow"].active_run() else []
-    cuda = torch.cuda.is_available()
-    return config_cls(
-        bf16=cuda and torch.cuda.is_bf16_supported() if bf16 is None else bf16,
-        activation_checkpointing=False,
-        use_cpu=not cuda,
-        report_to=report_to,
-        disable_tqdm=True,
-        **kwargs,
-    )
 
 
 def read_sft_rows(path: Path) -> list[dict]:

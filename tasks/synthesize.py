@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.generate import validate_specs
+from tasks.plumbing.episode_specs import validate_specs
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.fingerprint import content_digest, digest
 from tasks.plumbing.journal import Journal

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tasks import build_model
 from wander.policies import packaged_models
-from wander.policies.scratch_model import load_tokenizer
+from wander.policies.scratch_model import context_length, load_tokenizer
 
 
 def test_scratch_model_reads_every_env_string(shared_params: dict, base_model: Path) -> None:
@@ -21,7 +21,7 @@ def test_scratch_model_reads_every_env_string(shared_params: dict, base_model: P
     assert origin["model"] == "scratch" and origin["env"]["name"] == "tictactoe"
     assert origin["scratch"]["hidden_size"] == shared_params["build_model"]["scratch"]["hidden_size"]
     metrics = json.loads((Path(shared_params["layout"]["metrics"]) / "build_model.json").read_text())
-    assert metrics["context_length"] == build_model.context_length(base_model) == 4096
+    assert metrics["context_length"] == context_length(base_model) == 4096
     tokenizer = load_tokenizer(base_model)
     text = "You X, first.\n.../.X./..O\nmoves 0123567"
     assert tokenizer.decode(tokenizer(text)["input_ids"]) == text

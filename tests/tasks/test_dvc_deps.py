@@ -1,20 +1,25 @@
-"""dvc.yaml declares the stage code that shapes a stage's outputs: every tasks module it imports.
+"""dvc.yaml declares exactly the stage code a stage runs, and a stage imports no other stage.
 
-A stage's module and every `tasks` module reached from it through imports (at any depth, imports inside functions
-included) must be a dep of the stage, so an edit there reruns it. Plumbing that cannot change what a stage writes
-is exempt: atomic writes, logging, MLflow tracking, the stage runner, resume fingerprints and journals, validation
-(it stops a stage, it never changes an output) and the params model (its values are tracked as params). The
-library under `wander/` and the env folders under `envs/` are declared by hand (the env's folder, the policy and training modules a stage runs): its
-import closure reaches every env through the registry.
+A stage's `tasks` files are its module and every `tasks` module reached from it through imports, at any depth,
+imports inside functions included: the same walk as the resume fingerprint's (`fingerprint.code_files`). Each of
+them must be a dep of the stage, so an edit there reruns it, and no other `tasks` file may be: an edit to a file a
+stage does not run leaves it unchanged. Plumbing that cannot change what a stage writes need not be declared:
+atomic writes, logging, MLflow tracking, the stage runner, resume fingerprints and journals, validation (it stops
+a stage, it never changes an output) and the params model (its values are tracked as params). What two stages
+share lives in that run-time (`tasks/plumbing/`) or in the library, never in a stage module: an edit to
+`tasks/sft.py` reruns sft, not the GRPO stages. The library under `wander/` and the env folders under `envs/` are
+declared by hand (the env's folder, the policy and training modules a stage runs): the walk reaches every env
+through the registry.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tasks.plumbing.fingerprint import code_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUMBING = {
@@ -32,56 +37,85 @@ PLUMBING = {
 }
 
 
-def _module_file(name: str) -> str | None:
-    """The repo-relative file of a `tasks` module or package, if it is one."""
-    for path in (Path(*name.split(".")).with_suffix(".py"), Path(*name.split("."), "__init__.py")):
-        if (ROOT / path).is_file():
-            return path.as_posix()
-    return None
-
-
-def _tasks_imports(path: str) -> set[str]:
-    """The `tasks` files a file imports, wherever the import statement stands."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse((ROOT / path).read_text())):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    files = {_module_file(n) for n in names if n.split(".")[0] == "tasks"}
-    return {f for f in files if f is not None}
-
-
-def _tasks_closure(path: str) -> set[str]:
-    """A file and every `tasks` file reachable from it through imports."""
-    seen, todo = set(), [path]
-    while todo:
-        current = todo.pop()
-        if current not in seen:
-            seen.add(current)
-            todo.extend(_tasks_imports(current))
-    return seen
-
-
 def _stages() -> dict[str, dict]:
     """dvc.yaml's stages, a foreach stage by its template."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     return {name: stage.get("do", stage) for name, stage in stages.items()}
 
 
+def _module(stage: dict) -> str:
+    """The module a stage's command runs (`tasks.sft`)."""
+    return stage["cmd"].split(" -m ", 1)[1].split()[0]
+
+
+def _file(module: str) -> str:
+    """The repo-relative source file of a module."""
+    return f"{module.replace('.', '/')}.py"
+
+
+STAGE_FILES = {_file(_module(stage)) for stage in _stages().values()}
+
+
+def _tasks_closure(module: str, root: Path = ROOT) -> set[str]:
+    """The repo-relative `tasks` files a module runs: its own and every one it imports, at any depth."""
+    files = {path.relative_to(root).as_posix() for path in code_files([module], root)}
+    return {f for f in files if f.startswith("tasks/")}
+
+
+def _stages_imported(module: str, root: Path = ROOT) -> set[str]:
+    """The stage modules other than its own that a stage module runs through its imports."""
+    return (_tasks_closure(module, root) & STAGE_FILES) - {_file(module)}
+
+
 @pytest.mark.parametrize("name", list(_stages()))
-def test_a_stage_declares_the_tasks_code_it_runs(name):
+def test_a_stage_declares_exactly_the_tasks_code_it_runs(name):
     stage = _stages()[name]
-    module = stage["cmd"].split(" -m ", 1)[1].split()[0]
-    deps = {d for d in stage["deps"] if isinstance(d, str)}
-    missing = sorted(_tasks_closure(_module_file(module)) - PLUMBING - deps)
+    runs = _tasks_closure(_module(stage))
+    declared = {d for d in stage["deps"] if isinstance(d, str) and d.startswith("tasks/")}
+    missing = sorted(runs - PLUMBING - declared)
     assert not missing, f"add {missing} to the deps of stage {name!r} in dvc.yaml"
+    extra = sorted(declared - runs)
+    assert not extra, f"stage {name!r} does not run {extra}: remove them from its deps in dvc.yaml"
+
+
+@pytest.mark.parametrize("name", list(_stages()))
+def test_a_stage_imports_no_stage(name):
+    module = _module(_stages()[name])
+    imported = sorted(_stages_imported(module))
+    assert not imported, (
+        f"{_file(module)} imports the stage(s) {imported}: move what they share into tasks/plumbing/ or wander/"
+    )
 
 
 def test_the_import_walk_follows_imports_inside_functions():
     # tasks/register.py imports tasks.plumbing.registered_model inside a function, and tasks.synthesize imports
-    # tasks.generate, which imports tasks.plumbing.validation: placement and depth both count.
-    assert "tasks/plumbing/registered_model.py" in _tasks_closure("tasks/register.py")
-    assert {"tasks/generate.py", "tasks/plumbing/validation.py"} <= _tasks_closure("tasks/synthesize.py")
-    assert "tasks/sft.py" not in _tasks_closure("tasks/register.py")
+    # tasks.plumbing.episode_specs, which imports tasks.plumbing.validation: placement and depth both count.
+    assert "tasks/plumbing/registered_model.py" in _tasks_closure("tasks.register")
+    assert {"tasks/plumbing/episode_specs.py", "tasks/plumbing/validation.py"} <= _tasks_closure(
+        "tasks.synthesize"
+    )
+    assert "tasks/sft.py" not in _tasks_closure("tasks.register")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from tasks.sft import trainer_args",
+        "import tasks.sft",
+        "from tasks import sft",
+        "def run():\n    from tasks.sft import trainer_args\n",
+        "from tasks.plumbing.shared import helper",  # through a plumbing module that imports the stage
+    ],
+)
+def test_a_stage_importing_a_stage_is_found(tmp_path: Path, statement: str) -> None:
+    for path, text in {
+        "tasks/__init__.py": "",
+        "tasks/plumbing/__init__.py": "",
+        "tasks/plumbing/shared.py": "def helper():\n    from tasks.sft import trainer_args\n",
+        "tasks/sft.py": "def trainer_args(): ...\n",
+        "tasks/grpo.py": f"{statement}\n",
+    }.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert _stages_imported("tasks.grpo", tmp_path) == {"tasks/sft.py"}
+    assert _stages_imported("tasks.sft", tmp_path) == set()

@@ -106,11 +106,13 @@ def test_a_training_stages_code_includes_its_module_the_library_and_its_env() ->
     names = {p.relative_to(PROJECT).as_posix() for p in code_files(["tasks.grpo", "envs.tictactoe"])}
     assert {
         "tasks/grpo.py",
-        "tasks/sft.py",
+        "tasks/plumbing/trainer_args.py",
         "wander/training/checkpoints.py",
         "envs/tictactoe/env.py",
     } <= names
     assert not [n for n in names if n.startswith(("wander/ui/", "flows/", "tests/"))]
+    # A stage runs no other stage's code: an edit to tasks/sft.py keeps the GRPO stages' checkpoints.
+    assert "tasks/sft.py" not in names
     assert stage_code("tasks.grpo", "tictactoe") != stage_code("tasks.grpo", "reverse_text")
     # Without code, a fingerprint is what it was (the synthesis journal's names stay valid).
     assert fingerprint({"a": 1}) == digest({"params": {"a": 1}, "inputs": []})

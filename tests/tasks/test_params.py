@@ -204,7 +204,7 @@ def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
 def test_trl_configs_take_the_sections_trl_keys() -> None:
     from trl import GRPOConfig, SFTConfig
 
-    from tasks.sft import trainer_args
+    from tasks.plumbing.trainer_args import trainer_args
 
     params = load_params(REPO / "params.yaml", "smoke")
     sft = trainer_args(SFTConfig, params.sft, output_dir="x")

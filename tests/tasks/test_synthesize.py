@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from tasks import synthesize
-from tasks.generate import read_specs
+from tasks.plumbing.episode_specs import read_specs
 from tasks.plumbing.journal import Journal
 from tasks.plumbing.stage import STOP_GRACE
 from wander import load_environment

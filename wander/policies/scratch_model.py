@@ -1,6 +1,7 @@
 """The default policy model, built offline: a byte-level BPE tokenizer trained on local texts and a tiny Llama.
 
-Also the one way the project loads any causal LM (scratch, checkpoint, hub id) for generation.
+Also the one way the project loads any causal LM (scratch, checkpoint, hub id) for generation, and reads the
+longest sequence a saved one takes (`context_length`).
 """
 
 from __future__ import annotations
@@ -227,6 +228,14 @@ def load_tokenizer(path_or_id: str | os.PathLike) -> PreTrainedTokenizerBase:
         # Hub models often ship without one; the stop logic never relies on pad, so eos is safe here.
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def context_length(model_dir: str | Path) -> int:
+    """The longest sequence the model at `model_dir` takes, from its config (else its tokenizer)."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    if config.get("max_position_embeddings"):
+        return int(config["max_position_embeddings"])
+    return int(load_tokenizer(model_dir).model_max_length)
 
 
 def load_model(

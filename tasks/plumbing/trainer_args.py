@@ -1,0 +1,32 @@
+"""The TRL trainer configs of the training stages (sft, grpo): a params section's keys, fitted to this machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from tasks.plumbing.sections import Section
+
+
+def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
+    """A TRL config from a params section: every key named like one of its fields, plus `fixed`, for this device."""
+    names = {f.name for f in dataclasses.fields(config_cls)}
+    return device_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
+
+
+def device_args(config_cls: type, bf16: bool | None = None, **kwargs: object) -> object:
+    """A TRL config for this machine, logging to the active MLflow run: bf16 autocast when `bf16` says so, by
+    default only on a CUDA GPU that has it (TRL defaults to bf16 everywhere); never gradient checkpointing (small
+    models, memory to spare)."""
+    import torch
+
+    report_to = ["mlflow"] if "mlflow" in sys.modules and sys.modules["mlflow"].active_run() else []
+    cuda = torch.cuda.is_available()
+    return config_cls(
+        bf16=cuda and torch.cuda.is_bf16_supported() if bf16 is None else bf16,
+        activation_checkpointing=False,
+        use_cpu=not cuda,
+        report_to=report_to,
+        disable_tqdm=True,
+        **kwargs,
+    )

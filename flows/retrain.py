@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import json
 import shutil
 import sys
 from pathlib import Path
 
-import yaml
 from prefect import flow, task
 
 from flows.pipeline import PROJECT, stoppable, stream
@@ -76,16 +76,19 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics.
 
     `model_name` null: params.yaml's `register.model_name`, itself null for `wander-<env.name>`."""
+    from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
     from tasks.plumbing.tracking import pipeline_run
+    from tasks.plumbing.yaml_file import yaml_text
+    from wander.core.atomic_io import write_text
 
     seed = seed if seed is not None else datetime.date.today().toordinal()
-    params = yaml.safe_load((Path(root) / "params.yaml").read_text())
-    model_name = model_name or params["register"].get("model_name") or f"wander-{params['env']['name']}"
-    work = Path(params["layout"]["work"]) / RETRAIN_DIR / f"seed-{seed}"
-    derived = retrain_params(params, work, seed)
-    params_file = Path(root) / work / "params.yaml"
-    params_file.parent.mkdir(parents=True, exist_ok=True)
-    params_file.write_text(yaml.safe_dump(derived, sort_keys=False))
+    given = read_params(Path(root) / PARAMS_FILE)
+    params = load_params(Path(root) / PARAMS_FILE, params=given)
+    model_name = model_name or params.register.model_name or f"wander-{params.env.name}"
+    work = Path(params.layout.work) / RETRAIN_DIR / f"seed-{seed}"
+    derived = retrain_params(given, work, seed)
+    params_file = Path(root) / work / PARAMS_FILE
+    write_text(params_file, yaml_text(derived))
     with pipeline_run("retrain", {"seed": seed}, root=root) as run_id:
         fetch_champion(root, model_name, "champion", str(Path(root) / work / "models/champion"))
         run_module("generate", ["--params", str(params_file)], root, run_id)
@@ -93,7 +96,7 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
             run_module("grpo", ["--stage", stage, "--params", str(params_file)], root, run_id)
         run_module("evaluate", ["--params", str(params_file)], root, run_id)
         run_module("register", ["--params", str(params_file)], root, run_id)
-    result = yaml.safe_load((Path(root) / work / "metrics/register.json").read_text())
+    result = json.loads((Path(root) / work / "metrics/register.json").read_text())
     print(
         f"retrain seed {seed}: version {result['version']}, promoted={result['promoted']} ({result['reason']})"
     )

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import decimal
 import difflib
 import importlib
-import math
 import sys
 import types
 import typing
@@ -25,13 +23,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as checked
 
 from tasks.plumbing.recipe import apply_recipe
 from tasks.plumbing.sections import FORBID, READS, Params
-from tasks.plumbing.yaml_file import ParamsError, read_yaml
+from tasks.plumbing.yaml_file import ParamsError, edit_yaml, read_yaml, yaml_text
 
 PARAMS_FILE = "params.yaml"
 # Env settings a stage sets from its own section, never from `env`.
@@ -281,49 +278,9 @@ def add_params_arguments(parser: argparse.ArgumentParser) -> None:
 def write_params(path: str | Path, profile: str | None, out: str | Path) -> list[str]:
     """Write the params of `path` with `profile` merged to `out`, checked, the way `dvc exp run -S` edits a params
     file: `path`'s text, comments and order kept, only the values that change rewritten. Returns their keys."""
-    import io
-
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedSeq
-
-    from wander.core.atomic_io import write_text
-
     merged = read_params(path, profile)
     load_params(path, params=merged)
-    editor = YAML()  # round trip: comments, key order and flow style survive
-    editor.width = 4096
-    # As params.yaml spells them: `null`, and decimals (`1e-05` is a string to YAML 1.1 readers such as PyYAML).
-    editor.representer.add_representer(
-        type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null")
-    )
-    editor.representer.add_representer(float, _represent_float)
-    doc = editor.load(Path(path).read_text(encoding="utf-8"))
-    changed: list[str] = []
-
-    def assign(node: Any, values: Mapping, where: str) -> None:
-        for key, value in values.items():
-            name = f"{where}.{key}" if where else str(key)
-            old = node.get(key)
-            if isinstance(value, Mapping) and isinstance(old, Mapping):
-                assign(old, value, name)
-            elif old != value:
-                if isinstance(value, list) and getattr(getattr(old, "fa", None), "flow_style", False):
-                    value = CommentedSeq(value)
-                    value.fa.set_flow_style()
-                node[key] = value
-                changed.append(name)
-
-    assign(doc, merged, "")
-    text = io.StringIO()
-    editor.dump(doc, text)
-    write_text(Path(out), text.getvalue())
-    return changed
-
-
-def _represent_float(representer: Any, value: float) -> Any:
-    if not math.isfinite(value) or "e" not in repr(value):
-        return representer.represent_float(value)
-    return representer.represent_scalar("tag:yaml.org,2002:float", format(decimal.Decimal(repr(value)), "f"))
+    return edit_yaml(path, merged, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as e:
         print(f"params: error: {e}", file=sys.stderr)
         return 2
-    print(yaml.safe_dump(params, sort_keys=False, default_flow_style=False), end="")
+    print(yaml_text(params), end="")
     return 0
 
 

@@ -28,8 +28,8 @@ from tasks.plumbing.validation import InputError, gxe, validate
 from wander import Environment, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
 from wander.core.capabilities import Augmentation
+from wander.core.pipeline_hooks import SpecChecks
 from wander.core.replay import replay_problems
-from wander.core.suite import SpecChecks
 from wander.policies.scratch_model import context_length, load_tokenizer
 
 logger = logging.getLogger(__name__)

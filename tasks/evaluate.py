@@ -16,7 +16,7 @@ from tasks.plumbing import tracking
 from tasks.plumbing.episodes import episode_env
 from tasks.plumbing.sections import EvaluateConfig, Params
 from wander import Policy, load_environment
-from wander.core.suite import games_per_cell, reply_budget
+from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.eval.evaluation import evaluate, headline_metrics
 from wander.eval.matrix import MatrixResult
 

@@ -20,7 +20,7 @@ from tasks.plumbing.sections import Params
 from tasks.plumbing.tracking import log_artifact, write_stage_metrics
 from wander import load_environment
 from wander.core.atomic_io import atomic_dir, write_json, write_jsonl
-from wander.core.suite import SpecChecks
+from wander.core.pipeline_hooks import SpecChecks
 
 logger = logging.getLogger(__name__)
 SPLITS = ("train", "eval", "test")

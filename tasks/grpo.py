@@ -17,7 +17,7 @@ from tasks.plumbing.sections import Params
 from tasks.plumbing.tracking import log_params, set_tags, write_metrics
 from tasks.plumbing.trainer_args import trainer_args
 from wander.core.atomic_io import atomic_dir, clean_leftovers, write_json
-from wander.core.suite import reply_budget
+from wander.core.pipeline_hooks import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
 
 logger = logging.getLogger(__name__)

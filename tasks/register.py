@@ -28,7 +28,7 @@ from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
 from tasks.plumbing.tracking import log_params, write_metrics
 from wander import Environment, load_environment
 from wander.core.evaluation_suite import Metric
-from wander.core.suite import reply_budget
+from wander.core.pipeline_hooks import reply_budget
 from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, compare_exact, conclusion, is_better
 from wander.eval.matrix import MatrixResult, run_matrix

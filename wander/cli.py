@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from wander.core.logs import configure_logging
+from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES
 from wander.core.registry import DEFAULT_ENV, load_environment
-from wander.core.suite import DEFAULT_SUITE_GAMES
 from wander.eval.compare import compare, conclusion
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, text_table
 from wander.eval.matrix import MatrixInterrupted, run_matrix
+from wander.policies import serve_model
 from wander.policies.openai_policy import PolicyRequestError
 from wander.scaffold import DEFAULT_KIND, KINDS, init_environment
-from wander.serve import serve_model
 from wander.ui import app as ui_app
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from wander.core.environment import Environment
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import XMLParser, last_assistant_content, parse_integer
+from wander.core.pipeline_hooks import text_tokens
 from wander.core.policy import Conversation, Message, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
-from wander.core.suite import text_tokens
 
 SYSTEM_PROMPT = (
     "Answer the arithmetic question with a whole number inside <answer></answer>. When asked to double-check, "

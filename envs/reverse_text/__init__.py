@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from wander.core.environment import SingleTurnEnv
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import XMLParser
+from wander.core.pipeline_hooks import text_tokens
 from wander.core.policy import Conversation, Policy, Reply, UnplayableRequest
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
-from wander.core.suite import text_tokens
 
 SYSTEM_PROMPT = "Reverse the text character by character. Answer inside <reversed_text></reversed_text>."
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "to", "vi", "po", "de", "gu", "fe", "zo", "ba", "xi", "qu")

@@ -22,8 +22,8 @@ from envs.tictactoe.teacher import TEACHER_SKILL
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
+from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
 from wander.core.policy import Policy
-from wander.core.suite import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
 
 SPEC_COLUMNS = ("seed", "random_move_prob", "stratum", "model_starts", "start_moves")
 

@@ -19,10 +19,10 @@ from envs.workplace_assistant.goals import MAX_STRATA, expectations, make_task, 
 from envs.workplace_assistant.teacher import WorkplaceTeacher, longest_reply, longest_result
 from envs.workplace_assistant.workspace import TOOLS, bound, make_workspace
 from wander.core.evaluation_suite import EvaluationSuite
+from wander.core.pipeline_hooks import FRAME_TOKENS, text_tokens
 from wander.core.policy import Message, Policy
 from wander.core.rubric import Rubric
 from wander.core.splits import SPLIT_SEEDS, SeededSplits
-from wander.core.suite import FRAME_TOKENS, text_tokens
 from wander.core.tool_env import TOOL_CALL, ToolEnv
 
 SYSTEM_PROMPT = (

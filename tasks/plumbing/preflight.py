@@ -17,7 +17,7 @@ from tasks.plumbing.params import load_params, read_params
 from tasks.plumbing.recipe import recipe_line
 from tasks.plumbing.sections import Params
 from wander import Environment, load_environment
-from wander.core.suite import games_per_cell, reply_budget
+from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.training.grpo import rollout_func
 
 

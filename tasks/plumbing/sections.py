@@ -397,7 +397,7 @@ class GRPO(Section):
     trained on, for any model (a chat model's template renders tools its own way, or, like SmolLM2's, not at all)."""
     max_completion_length: int | None = Field(None, ge=1)
     """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
-    included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/suite.py),
+    included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/pipeline_hooks.py),
     resolved by the stage and printed in the run summary."""
     logging_steps: int = Field(10, ge=1)
     """Steps between logged metrics (to MLflow)."""

@@ -14,7 +14,7 @@ from envs.reverse_text import longest_text, make_text
 from tasks.plumbing import preflight
 from tasks.plumbing.sections import Params
 from wander import load_environment
-from wander.core.suite import DEFAULT_REPLY_TOKENS, PipelineHooks, reply_budget
+from wander.core.pipeline_hooks import DEFAULT_REPLY_TOKENS, PipelineHooks, reply_budget
 from wander.core.tool_env import ToolEnv
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from tasks import evaluate as evaluate_stage
 from tasks.plumbing import preflight
 from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
 from wander import load_environment
-from wander.core.suite import DEFAULT_SUITE_GAMES, games_per_cell
+from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, games_per_cell
 from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import run_matrix
 

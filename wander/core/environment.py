@@ -7,9 +7,9 @@ from typing import Any
 
 from wander.core.episode import Episode, EvalResult, aggregate
 from wander.core.parser import XMLParser
+from wander.core.pipeline_hooks import PipelineHooks
 from wander.core.policy import Message, Policy, Reply
 from wander.core.rubric import Rubric
-from wander.core.suite import PipelineHooks
 
 
 class Environment(PipelineHooks):
@@ -19,7 +19,7 @@ class Environment(PipelineHooks):
     `env_response` (the environment's answer to each model turn) and `is_done`. Everything
     else (the game API, batched rollouts, evaluation) is shared, so training and evaluation
     run the exact same episode code. What the pipeline asks of an env (its evaluation suite, spec checks,
-    curation defaults, teacher) has defaults in `wander.core.suite.PipelineHooks`. Powers only some envs have
+    curation defaults, teacher) has defaults in `wander.core.pipeline_hooks.PipelineHooks`. Powers only some envs have
     (exact evaluation, worst case, decision branching, augmentation) are protocols an env opts into by defining
     their members (`wander.core.capabilities`); the base class has none of them.
 

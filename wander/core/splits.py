@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from wander.core.suite import SpecChecks
+from wander.core.pipeline_hooks import SpecChecks
 
 # Disjoint seed ranges keep splits apart whatever their sizes (as in tic-tac-toe).
 SPLIT_SEEDS = {"train": (0, 10**9), "eval": (10**9, 2 * 10**9), "test": (2 * 10**9, 3 * 10**9)}

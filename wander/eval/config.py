@@ -38,7 +38,7 @@ class EvaluateConfig(BaseModel):
     runs."""
     games: int | None = Field(None, ge=1)
     """Games per cell (opponent x side); null = the env's (`suite_games()`: the most episodes every cell of its
-    splits holds, at most 200; tic-tac-toe 200), resolved by `wander.core.suite.games_per_cell` when the env is
+    splits holds, at most 200; tic-tac-toe 200), resolved by `wander.core.pipeline_hooks.games_per_cell` when the env is
     built. The 95% interval is about +-0.14 at 50 games."""
     seed: int = 0
     """Seed of the frozen suite and of the policies."""
@@ -46,7 +46,7 @@ class EvaluateConfig(BaseModel):
     """0 = greedy decoding; above 0 samples."""
     max_new_tokens: int | None = Field(None, ge=1)
     """Longest model reply per turn, in tokens; null = the env's reply budget (`reply_tokens()`: its longest good
-    reply, e.g. tic-tac-toe's 16), resolved by `wander.core.suite.reply_budget` when the env is built."""
+    reply, e.g. tic-tac-toe's 16), resolved by `wander.core.pipeline_hooks.reply_budget` when the env is built."""
     max_batch_size: int | None = Field(512, ge=1)
     """Most conversations per policy call; null sends every live game of a row at once."""
     api_model: str | None = None

@@ -25,9 +25,9 @@ from wander.core.capabilities import ExactEvaluation, WorstCase
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
+from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.core.policy import Conversation, Policy, Reply
 from wander.core.registry import DEFAULT_ENV, load_environment
-from wander.core.suite import games_per_cell, reply_budget
 from wander.eval.cells import cell_row
 from wander.eval.config import EvaluateConfig
 from wander.policies.loading import make_policy

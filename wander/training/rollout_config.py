@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from wander.core.suite import PipelineHooks, reply_budget
+from wander.core.pipeline_hooks import PipelineHooks, reply_budget
 from wander.core.tool_env import ToolEnv
 
 # What follows a decision rollout's branch move (`RolloutConfig.play_on`, `DecisionRollout`).

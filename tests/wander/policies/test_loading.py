@@ -49,3 +49,21 @@ def test_local_folder_gives_a_transformers_policy(tmp_path):
 def test_unknown_spec_names_the_choices():
     with pytest.raises(ValueError, match="not a scripted player"):
         make_policy("no/such/model/folder")
+
+
+def test_a_new_policy_kind_is_a_registration_not_a_branch(monkeypatch):
+    from wander.core.registry import Registry
+    from wander.policies import loading
+
+    kinds = Registry("policy kind")
+    for scheme in loading.POLICY_KINDS:
+        kinds.register(scheme, loading.POLICY_KINDS.get(scheme))
+    built = []
+    kinds.register(
+        "echo", lambda spec, options: built.append((spec, options.seed, options.model)) or "policy"
+    )
+    monkeypatch.setattr(loading, "POLICY_KINDS", kinds)
+    assert make_policy("echo://x", seed=4, model="m") == "policy" and built == [("echo://x", 4, "m")]
+    assert isinstance(make_policy("https://127.0.0.1:9/v1", model="m"), OpenAIPolicy)
+    with pytest.raises(ValueError, match="not a scripted player"):  # an unregistered scheme: as before
+        make_policy("ftp://host/model")

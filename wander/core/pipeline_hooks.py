@@ -1,4 +1,5 @@
-"""What the pipeline asks an environment instead of knowing it: evaluation suite, spec checks, curation, teacher.
+"""The pipeline-facing hooks of `Environment`: what the pipeline asks an env instead of knowing it (evaluation
+suite, spec checks, reply budgets, games per cell, curation, teacher), as the `PipelineHooks` base class.
 
 `Environment` inherits these defaults, which fit any rubric-scored environment whose specs carry a `stratum`:
 the evaluation suite (`evaluation_suite()`, data: wander/core/evaluation_suite.py) is every difficulty stratum of
@@ -25,6 +26,7 @@ from typing import Any, Literal
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite, rubric_suite
 from wander.core.policy import Policy
+from wander.core.rubric import Rubric
 
 DEFAULT_REPLY_TOKENS = 256
 """An env's reply budget per model turn when it does not say (a long paragraph): too long only costs a rambling
@@ -62,14 +64,27 @@ class SpecChecks:
 
 
 class PipelineHooks:
-    """The pipeline's questions to an environment, with defaults for a rubric-scored env with strata."""
+    """The pipeline's questions to an environment, with defaults for a rubric-scored env with strata.
 
+    The defaults read what every `Environment` has (declared here; the environment sets them): its `name`, `rubric`,
+    `max_turns` and its splits through `get_dataset`."""
+
+    name: str
+    """The environment's name (`Environment.__init__` sets it)."""
+    rubric: Rubric
+    """The rubric that scores its episodes (`Environment.__init__` sets it)."""
+    max_turns: int = 1
+    """The most model turns an episode takes (`Environment.__init__` sets it; 1 where nothing does)."""
     outcomes: tuple[str, ...] = ()
     """Labels `state["outcome"]` takes at the end of an episode; () when episodes have none."""
     teacher_skill = 0.5
     """The embedded teacher's default slip rate."""
     reference_policies: tuple[str, ...] = ("expert",)
     """Scripted rows `wander eval` plays when given no policy (`expert`: the teacher without slips)."""
+
+    def get_dataset(self, split: str = "train") -> Any:
+        """The episode specs of a split (`Environment.get_dataset`); a class with hooks alone has none."""
+        raise NotImplementedError(f"{type(self).__name__} has no episode specs: it is not an Environment")
 
     def reply_tokens(self) -> int:
         """The most tokens one model turn needs: its longest good reply and the end-of-turn token, for any tokenizer
@@ -79,7 +94,7 @@ class PipelineHooks:
     def completion_tokens(self) -> int:
         """The most tokens a whole episode's completion needs where one cap covers all its turns (TRL's tool loop):
         by default `max_turns` replies at `reply_tokens()`; an env that answers between turns adds its messages."""
-        return getattr(self, "max_turns", 1) * self.reply_tokens()
+        return self.max_turns * self.reply_tokens()
 
     def suite_games(self) -> int:
         """The most games every cell of the suite can play, at most `DEFAULT_SUITE_GAMES`: by default the fewest

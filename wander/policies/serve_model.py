@@ -1,4 +1,4 @@
-"""`wander serve-model PATH`: a checkpoint served by vLLM on loopback until Ctrl-C (wander/policies/vllm_server.py)."""
+"""`wander serve-model PATH`: a checkpoint served by vLLM on loopback until Ctrl-C (vllm_server.py beside it)."""
 
 from __future__ import annotations
 

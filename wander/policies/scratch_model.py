@@ -10,8 +10,6 @@ import itertools
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -28,6 +26,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from wander.core.atomic_io import atomic_dir
 from wander.core.tool_env import TOOL_PROMPT
 from wander.policies.scratch_model_config import ScratchModelConfig
 
@@ -197,28 +196,12 @@ def build_scratch_model(
     tokenizer = build_tokenizer(texts, config, whole_tokens)
     model = build_model(tokenizer, config)
 
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    tmp.chmod(0o755)  # mkdtemp makes it private; the model folder should read like any other
-    try:
+    # atomic_dir clears what a killed earlier build left next to it (`.base.tmp-*`), then swaps the folder in whole.
+    with atomic_dir(out_dir) as tmp:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
         (tmp / "scratch_model_config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
-
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move `src` to `dst`; an existing `dst` is swapped out first so readers never see a half-written one."""
-    if not dst.exists():
-        src.rename(dst)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{dst.name}.old-", dir=dst.parent))
-    dst.replace(old)  # onto an empty dir: allowed by rename(2)
-    src.rename(dst)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def load_tokenizer(path_or_id: str | os.PathLike) -> PreTrainedTokenizerBase:

@@ -299,3 +299,30 @@ def test_whole_tokens_make_a_reply_four_tokens_and_decode_back():
     ids = tokenizer.encode(text)
     assert [tokenizer.decode([i]) for i in ids][1:4] == ["</move>", "b", "<move>"]
     assert tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_a_build_killed_midway_leaves_debris_the_next_build_clears(tmp_path):
+    # SIGKILL while the model folder is written: its temporary stays; the next build removes it (issue 44).
+    import signal
+    import subprocess
+    import sys
+
+    from wander.core.atomic_io import TEMP_NAME
+
+    out = tmp_path / "base"
+    code = (
+        "import os, signal, sys\n"
+        "import transformers\n"
+        "from wander.policies.scratch_model import build_scratch_model\n"
+        "from wander.policies.scratch_model_config import ScratchModelConfig\n"
+        "def die(self, *args, **kwargs): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "transformers.PreTrainedModel.save_pretrained = die\n"
+        f"build_scratch_model({TEXTS!r}, sys.argv[1], ScratchModelConfig(**{SMALL.to_dict()!r}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    debris = [p.name for p in tmp_path.iterdir() if TEMP_NAME.fullmatch(p.name)]
+    assert len(debris) == 1 and not out.exists()
+    build_scratch_model(TEXTS, out, SMALL)
+    assert (out / "config.json").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["base"]

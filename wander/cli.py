@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from wander.core.logs import configure_logging
+from wander.core.offline import stay_offline
 from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES
 from wander.core.registry import DEFAULT_ENV, load_environment
 from wander.eval.compare import compare, conclusion
@@ -361,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `wander`."""
+    stay_offline()  # before any tool (MLflow, the hub) is asked anything
     args = build_parser().parse_args(argv)
     configure_logging("wander", args.verbose)  # the stages' log setup: progress lines, no library chatter
     try:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from tasks.plumbing.validation import gxe, validate
 from wander.core.atomic_io import read_jsonl
-from wander.core.suite import SpecChecks
+from wander.core.pipeline_hooks import SpecChecks
 
 
 def read_specs(specs_dir: str | Path, split: str) -> pd.DataFrame:

@@ -121,10 +121,10 @@ def _left_in_pipe(pipe: IO[str]) -> list[str]:
 
 @task(name="dvc-stage", task_run_name="{stage}")
 def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = False) -> dict:
-    """`dvc repro --single-item <stage>`: DVC skips it when nothing it depends on changed."""
+    """`dvc repro --single-item <stage>` (flows/dvc_stage.py): DVC skips it when nothing it depends on changed."""
     start = time.monotonic()
     tail = stream(
-        ["dvc", "repro", "--single-item", stage] + (["--force"] if force else []), root, parent_run_id
+        [sys.executable, "-m", "flows.dvc_stage", stage] + (["--force"] if force else []), root, parent_run_id
     )
     skipped = any("didn't change, skipping" in line for line in tail)
     return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}

@@ -69,6 +69,16 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     ):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
     assert "grpo-polish vs teacher" in out and "registered version 1: now champion" in out
+    # The log holds the stages' own lines, not DVC's per-stage hints (issue 45), nor the notices of QUIET_ENV.
+    for hint in (
+        "git add dvc.lock",
+        "core.autostage",
+        "dvc push",
+        "experimental feature",
+        "Downloading artifacts",
+    ):
+        assert hint not in out, hint
+    assert "Running stage 'build_model'" in out and "Updating lock file 'dvc.lock'" in out
     # The summary also gives the champion's exact results and its worst case, as the evaluate stage wrote them.
     matrix = json.loads((root / "data/eval/matrix.json").read_text())
     e = matrix["exact"]["grpo-polish"]["minimax-0"]

@@ -169,7 +169,7 @@ def run(params: Params) -> dict:
     import mlflow
     import mlflow.pyfunc
 
-    from tasks.plumbing.registered_model import CheckpointModel
+    from tasks.plumbing import registered_model
 
     if config.candidate not in config.lineage:
         raise ValueError(
@@ -219,7 +219,7 @@ def run(params: Params) -> dict:
         }
         info = mlflow.pyfunc.log_model(
             name="model",
-            python_model=CheckpointModel(),
+            python_model=registered_model.__file__,
             artifacts={"checkpoint": str(checkpoint)},
             pip_requirements=PIP_REQUIREMENTS,
         )

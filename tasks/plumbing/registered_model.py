@@ -1,7 +1,11 @@
-"""The registered model's pyfunc wrapper: a checkpoint folder that answers conversations."""
+"""The registered model's pyfunc wrapper: a checkpoint folder that answers conversations.
+
+Logged as code (MLflow's models from code: `register` passes this file, MLflow runs it when the model loads and
+takes the model `set_model` names), not as a pickled object, which would tie the registry to this class's pickle."""
 
 from __future__ import annotations
 
+import mlflow.models
 import mlflow.pyfunc
 
 
@@ -18,3 +22,6 @@ class CheckpointModel(mlflow.pyfunc.PythonModel):
     def predict(self, context, model_input, params=None):
         """The next assistant message of each conversation."""
         return [reply.content for reply in self.policy(list(model_input))]
+
+
+mlflow.models.set_model(CheckpointModel())

@@ -29,9 +29,9 @@ import torch
 from transformers import TrainerCallback
 
 from bench.vllm_speed import prompts, transformers_seconds, vllm_seconds
-from tasks.plumbing.params import load_params
-from tasks.plumbing.sections import Params
-from tasks.plumbing.trainer_args import trainer_args
+from tasks.params.load import load_params
+from tasks.params.sections import Params
+from tasks.runtime.trainer_args import trainer_args
 from wander import load_environment
 from wander.policies.packaged_models import load_packaged
 from wander.policies.vllm_server import VLLMServer

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.learning import learning_table
 from flows.pipeline import summary
-from tasks.plumbing.scratch_copy import copy_project, run_in
+from tasks.runtime.scratch_copy import copy_project, run_in
 
 
 def stage_seconds(root: Path) -> dict[str, float]:

@@ -140,7 +140,7 @@ def pipeline(
 ) -> list[dict]:
     """Run the DVC stages in order under one parent MLflow run; a failed stage fails the flow. With `profile`,
     params.yaml first takes the values of params.<profile>.yaml (`apply_profile`)."""
-    from tasks.plumbing.tracking import pipeline_run
+    from tasks.runtime.tracking import pipeline_run
 
     if profile:
         print(apply_profile(Path(root), profile))
@@ -160,15 +160,15 @@ def pipeline(
 
 def check_params(root: Path, profile: str | None = None) -> None:
     """Raise PreflightError when root's params.yaml (with `profile` merged) cannot run with its environment."""
-    from tasks.plumbing.params import PARAMS_FILE, load_params
-    from tasks.plumbing.preflight import preflight
+    from tasks.params.load import PARAMS_FILE, load_params
+    from tasks.params.preflight import preflight
 
     preflight(load_params(root / PARAMS_FILE, profile=profile))
 
 
 def apply_profile(root: Path, profile: str) -> str:
     """Write params.<profile>.yaml's values into root's params.yaml (DVC reads only that file); say what changed."""
-    from tasks.plumbing.params import PARAMS_FILE, write_params
+    from tasks.params.load import PARAMS_FILE, write_params
 
     path = root / PARAMS_FILE
     changed = write_params(path, profile, path)
@@ -186,9 +186,9 @@ def summary(root: Path, run_id: str | None = None) -> str:
     """What a person wants after a run: the evaluation's lines as the suite's report writes them (the candidate
     against the baseline, each stage's headline metric), the registration, the reply budgets, games per cell and
     the env's recipe as the stages read them, and where to look."""
-    from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
-    from tasks.plumbing.preflight import budget_line
-    from tasks.plumbing.recipe import recipe_line
+    from tasks.params.load import PARAMS_FILE, load_params, read_params
+    from tasks.params.preflight import budget_line
+    from tasks.params.recipe import recipe_line
     from wander import load_environment
     from wander.eval.evaluation import run_summary
     from wander.eval.report import OUTPUTS

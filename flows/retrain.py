@@ -27,7 +27,7 @@ def fetch_champion(root: str, model_name: str, alias: str, dest: str) -> str:
     """Copy the champion's checkpoint out of the MLflow registry into `dest`."""
     import mlflow
 
-    from tasks.plumbing.tracking import setup
+    from tasks.runtime.tracking import setup
 
     setup(root)
     local = Path(mlflow.artifacts.download_artifacts(f"models:/{model_name}@{alias}"))
@@ -76,9 +76,9 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics.
 
     `model_name` null: params.yaml's `register.model_name`, itself null for `wander-<env.name>`."""
-    from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
-    from tasks.plumbing.tracking import pipeline_run
-    from tasks.plumbing.yaml_file import yaml_text
+    from tasks.params.load import PARAMS_FILE, load_params, read_params
+    from tasks.params.yaml_file import yaml_text
+    from tasks.runtime.tracking import pipeline_run
     from wander.core.atomic_io import write_text
 
     seed = seed if seed is not None else datetime.date.today().toordinal()

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from tasks.plumbing.sections import Params
-from tasks.plumbing.tracking import set_tags, write_metrics
+from tasks.params.sections import Params
+from tasks.runtime.tracking import set_tags, write_metrics
 from wander import load_environment
 from wander.core.atomic_io import atomic_dir, write_json
 from wander.policies import packaged_models, scratch_model
@@ -71,6 +71,6 @@ def _context(model_config: object, tokenizer: object) -> int:
 
 
 if __name__ == "__main__":
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("build_model", run))

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.plumbing.sections import Curate, Params
-from tasks.plumbing.tracking import log_artifact, log_dict, write_stage_metrics
-from tasks.plumbing.validation import InputError, gxe, validate
+from tasks.params.sections import Curate, Params
+from tasks.runtime.tracking import log_artifact, log_dict, write_stage_metrics
+from tasks.runtime.validation import InputError, gxe, validate
 from wander import Environment, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
 from wander.core.capabilities import Augmentation
@@ -339,6 +339,6 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
 
 
 if __name__ == "__main__":
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("curate", run))

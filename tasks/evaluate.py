@@ -12,9 +12,9 @@ import re
 import sys
 from collections.abc import Mapping
 
-from tasks.plumbing import tracking
-from tasks.plumbing.episodes import episode_env
-from tasks.plumbing.sections import EvaluateConfig, Params
+from tasks.params.sections import EvaluateConfig, Params
+from tasks.runtime import tracking
+from tasks.runtime.episodes import episode_env
 from wander import Policy, load_environment
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.eval.evaluation import evaluate, headline_metrics
@@ -62,7 +62,7 @@ def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m tasks.evaluate`: the pipeline stage, reading params.yaml's evaluate section."""
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     return stage_main("evaluate", run, argv)
 

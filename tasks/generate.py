@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.plumbing.episode_specs import validate_specs
-from tasks.plumbing.sections import Params
-from tasks.plumbing.tracking import log_artifact, write_stage_metrics
+from tasks.params.sections import Params
+from tasks.runtime.episode_specs import validate_specs
+from tasks.runtime.tracking import log_artifact, write_stage_metrics
 from wander import load_environment
 from wander.core.atomic_io import atomic_dir, write_json, write_jsonl
 from wander.core.pipeline_hooks import SpecChecks
@@ -62,6 +62,6 @@ def split_metrics(frame: pd.DataFrame, checks: SpecChecks) -> dict:
 
 
 if __name__ == "__main__":
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("generate", run))

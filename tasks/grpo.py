@@ -11,11 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from tasks.plumbing.episodes import episode_env
-from tasks.plumbing.fingerprint import fingerprint, stage_code
-from tasks.plumbing.sections import Params
-from tasks.plumbing.tracking import log_params, set_tags, write_metrics
-from tasks.plumbing.trainer_args import trainer_args
+from tasks.params.sections import Params
+from tasks.runtime.episodes import episode_env
+from tasks.runtime.fingerprint import fingerprint, stage_code
+from tasks.runtime.tracking import log_params, set_tags, write_metrics
+from tasks.runtime.trainer_args import trainer_args
 from wander.core.atomic_io import atomic_dir, clean_leftovers, write_json
 from wander.core.pipeline_hooks import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
@@ -116,7 +116,7 @@ def run(params: Params, stage: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """`--stage NAME` picks the curriculum stage; the other options are every stage's."""
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--stage" not in argv or argv.index("--stage") + 1 >= len(argv):

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import yaml
 
-from tasks.plumbing.episodes import episode_env
-from tasks.plumbing.fingerprint import content_digest, digest
-from tasks.plumbing.sections import Env, EvaluateConfig, Params, Register
-from tasks.plumbing.tracking import log_params, write_metrics
+from tasks.params.sections import Env, EvaluateConfig, Params, Register
+from tasks.runtime.episodes import episode_env
+from tasks.runtime.fingerprint import content_digest, digest
+from tasks.runtime.tracking import log_params, write_metrics
 from wander import Environment, load_environment
 from wander.core.evaluation_suite import Metric
 from wander.core.pipeline_hooks import reply_budget
@@ -169,7 +169,7 @@ def run(params: Params) -> dict:
     import mlflow
     import mlflow.pyfunc
 
-    from tasks.plumbing import registered_model
+    from tasks.runtime import registered_model
 
     if config.candidate not in config.lineage:
         raise ValueError(
@@ -244,6 +244,6 @@ def run(params: Params) -> dict:
 if __name__ == "__main__":
     import sys
 
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("register", run))

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tasks.plumbing.fingerprint import fingerprint, stage_code
-from tasks.plumbing.sections import Params
-from tasks.plumbing.tracking import set_tags, write_metrics
-from tasks.plumbing.trainer_args import trainer_args
-from tasks.plumbing.validation import InputError
+from tasks.params.sections import Params
+from tasks.runtime.fingerprint import fingerprint, stage_code
+from tasks.runtime.tracking import set_tags, write_metrics
+from tasks.runtime.trainer_args import trainer_args
+from tasks.runtime.validation import InputError
 from wander.core.atomic_io import atomic_dir, clean_leftovers, read_jsonl
 
 if TYPE_CHECKING:
@@ -162,6 +162,6 @@ def run(params: Params) -> dict:
 
 
 if __name__ == "__main__":
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("sft", run))

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.plumbing.episode_specs import validate_specs
-from tasks.plumbing.episodes import episode_env
-from tasks.plumbing.fingerprint import content_digest, digest
-from tasks.plumbing.journal import Journal
-from tasks.plumbing.sections import Params, Synthesize
-from tasks.plumbing.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
-from tasks.plumbing.validation import gxe, validate
+from tasks.params.sections import Params, Synthesize
+from tasks.runtime.episode_specs import validate_specs
+from tasks.runtime.episodes import episode_env
+from tasks.runtime.fingerprint import content_digest, digest
+from tasks.runtime.journal import Journal
+from tasks.runtime.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
+from tasks.runtime.validation import gxe, validate
 from wander import Environment, Policy, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
 from wander.core.policy import Conversation, Reply
@@ -329,6 +329,6 @@ def episode_expectations(expected_rows: int, outcomes: tuple[str, ...] = ()) -> 
 
 
 if __name__ == "__main__":
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     sys.exit(stage_main("synthesize", run))

@@ -222,7 +222,7 @@ def unwrap(annotation: object) -> object:
 def params_key_problem(dotted: str) -> str | None:
     """Why `section.key[.sub...]` is not a key of the params model (None when it is). A dict's keys and a section
     that allows extra keys (`env`'s per-environment blocks) accept any name below them."""
-    from tasks.plumbing.sections import Params
+    from tasks.params.sections import Params
 
     current: object = Params
     walked = []
@@ -253,7 +253,7 @@ def params_key_problem(dotted: str) -> str | None:
 
 
 def test_every_params_key_in_the_pipeline_doc_exists():
-    from tasks.plumbing.sections import Params
+    from tasks.params.sections import Params
 
     sections = "|".join(sorted(Params.model_fields, key=len, reverse=True))
     mention = re.compile(rf"(?<![\w./$-])(?:{sections})(?:\.[A-Za-z_][\w-]*)+")
@@ -336,6 +336,6 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     ]
     assert slug("Episodes on a served environment (`env.url`)") == "episodes-on-a-served-environment-envurl"
     assert dotted_problem("wander.core.replay.replay_problems") is None
-    assert dotted_problem("tasks.plumbing.fingerprint") is None
+    assert dotted_problem("tasks.runtime.fingerprint") is None
     assert "defines no 'nope'" in dotted_problem("wander.core.replay.nope")
     assert dotted_problem("wander.promoted") is None  # an MLflow tag, not code

@@ -20,12 +20,12 @@ CODE = ("wander", "tasks", "flows", "envs")
 YAML_LIBRARIES = ("yaml", "ruamel")
 
 # Modules that may import a YAML library, each with the reason; every other module reads and writes params files
-# through the params model (tasks.plumbing.params: read_params, load_params, write_params).
+# through the params model (tasks.params.load: read_params, load_params, write_params).
 YAML_ALLOWED = {
     # The params model's file format: params.yaml, its profiles and the envs' recipes read as DVC reads them (PyYAML
     # with YAML 1.2's floats), a derived params file written (yaml_text), and params.yaml edited in place with its
     # comments kept (ruamel.yaml's round trip), as `dvc exp run -S` does.
-    "tasks/plumbing/yaml_file.py",
+    "tasks/params/yaml_file.py",
     # DVC's own lock file (dvc.lock, the outputs' hashes the registered version is tagged with): not params.
     "tasks/register.py",
     # `wander eval --set KEY=VALUE`: one command-line value read as YAML (docs/evaluation.md), not a file; the
@@ -80,7 +80,7 @@ def code_words(path: Path) -> list[tuple[int, str]]:
 
 def test_the_flows_name_no_environment_and_no_metric_of_one():
     # A flow passes typed params down and prints what the suite's report writes: no env's name, no game's metric
-    # (or worst-case key) in its code. The params model (tasks/plumbing/sections.py) is not checked here yet: its
+    # (or worst-case key) in its code. The params model (tasks/params/sections.py) is not checked here yet: its
     # curriculum is moving to the envs' recipes.
     words = game_words()
     assert {"tictactoe", "win", "loss", "draw", "non_loss"} <= words

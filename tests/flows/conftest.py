@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.plumbing.scratch_copy import copy_project, run_in
+from tasks.runtime.scratch_copy import copy_project, run_in
 
 # Every environment the smoke pipeline runs end to end, each with `dvc exp run -S env.name=<name>` alone: the
 # env's settings block (none: its defaults), its evaluation rows (`teacher` and its references) and its registered

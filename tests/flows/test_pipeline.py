@@ -19,8 +19,8 @@ import mlflow
 import pytest
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project, project_env, run_in
-from tasks.plumbing.tracking import flatten
+from tasks.params.nested_keys import flatten
+from tasks.runtime.scratch_copy import copy_project, project_env, run_in
 from wander.core.process_tree import alive, descendants, kill_descendants
 
 REPO = Path(__file__).resolve().parents[2]
@@ -263,8 +263,8 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
     import time
     import urllib.request
 
-    from tasks.plumbing.episodes import serve_command
-    from tasks.plumbing.params import load_params
+    from tasks.params.load import load_params
+    from tasks.runtime.episodes import serve_command
 
     root, _ = project
     url = f"http://127.0.0.1:{free_port()}"

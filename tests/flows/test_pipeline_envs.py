@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from flows.pipeline import summary
-from tasks.plumbing.scratch_copy import run_in
+from tasks.runtime.scratch_copy import run_in
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
 

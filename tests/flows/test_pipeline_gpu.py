@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from tasks.plumbing.params import read_params
-from tasks.plumbing.scratch_copy import PROJECT, copy_project, run_in
+from tasks.params.load import read_params
+from tasks.runtime.scratch_copy import PROJECT, copy_project, run_in
 from wander.policies.vllm_server_config import VLLMServerConfig
 
 pytestmark = [

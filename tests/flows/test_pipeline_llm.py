@@ -14,8 +14,8 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from flows.pipeline import apply_profile
-from tasks.plumbing.params import read_params
-from tasks.plumbing.scratch_copy import PROJECT, copy_project, run_in
+from tasks.params.load import read_params
+from tasks.runtime.scratch_copy import PROJECT, copy_project, run_in
 from wander import load_environment
 from wander.core.policy import Reply
 from wander.policies import llama_decode

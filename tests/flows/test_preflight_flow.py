@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project, project_env
+from tasks.runtime.scratch_copy import copy_project, project_env
 
 
 def test_the_flow_refuses_params_its_env_cannot_run_before_the_first_stage(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from flows.retrain import retrain_params
-from tasks.plumbing.params import load_params, read_params
+from tasks.params.load import load_params, read_params
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.params import load_params, read_params, restrict
-from tasks.plumbing.sections import Params
+from tasks.params.load import load_params, read_params, restrict
+from tasks.params.sections import Params
 
 REPO = Path(__file__).resolve().parents[2]
 

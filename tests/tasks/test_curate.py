@@ -13,7 +13,7 @@ from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.render import parse_board
 from envs.tictactoe.symmetry import SYMMETRIES, transform_game
 from tasks import curate
-from tasks.plumbing.validation import DataValidationError, InputError
+from tasks.runtime.validation import DataValidationError, InputError
 from wander.core.atomic_io import read_jsonl, write_jsonl
 
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tasks.plumbing.params import env_config_class, load_params, read_params
-from tasks.plumbing.recipe import apply_recipe
-from tasks.plumbing.sections import Params
+from tasks.params.load import env_config_class, load_params, read_params
+from tasks.params.recipe import apply_recipe
+from tasks.params.sections import Params
 from wander.core.registry import module_name
 from wander.eval.config import EvaluateConfig
 from wander.training.curriculum_config import CurriculumStage
@@ -159,7 +159,7 @@ def test_params_yaml_is_the_model_defaults_but_for_the_tuned_keys(params: dict) 
             f"params.yaml sets {key} to its default: remove it from TUNED"
         )
         assert is_library_setting(key), (
-            f"{key} is the pipeline's own: change its default in sections.py instead"
+            f"{key} is the pipeline's own: change its default in its section (tasks/params/) instead"
         )
         del block[leaf]  # the default takes its place
     # The recipe keys are null in both; load_params fills them from the default env's recipe in both.

@@ -10,7 +10,7 @@ import mlflow
 import pytest
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project, run_in
+from tasks.runtime.scratch_copy import copy_project, run_in
 
 STAGES = ["build_model", "generate", "synthesize", "curate"]
 

@@ -3,10 +3,10 @@
 A stage's `tasks` files are its module and every `tasks` module reached from it through imports, at any depth,
 imports inside functions included: the same walk as the resume fingerprint's (`fingerprint.code_files`). Each of
 them must be a dep of the stage, so an edit there reruns it, and no other `tasks` file may be: an edit to a file a
-stage does not run leaves it unchanged. Plumbing that cannot change what a stage writes need not be declared:
+stage does not run leaves it unchanged. Code that cannot change what a stage writes need not be declared:
 atomic writes, logging, MLflow tracking, the stage runner, resume fingerprints and journals, validation (it stops
 a stage, it never changes an output) and the params model (its values are tracked as params). What two stages
-share lives in that run-time (`tasks/plumbing/`) or in the library, never in a stage module: an edit to
+share lives in their run-time (`tasks/runtime/`) or in the library, never in a stage module: an edit to
 `tasks/sft.py` reruns sft, not the GRPO stages. The library under `wander/` and the env folders under `envs/` are
 declared by hand (the env's folder, the policy and training modules a stage runs): the walk reaches every env
 through the registry.
@@ -19,21 +19,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.fingerprint import code_files
+from tasks.runtime.fingerprint import code_files
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUMBING = {
+# Code that cannot change what a stage writes: the params model (its values are tracked as params), the stage
+# runner, MLflow tracking, resume fingerprints and journals, validation.
+UNDECLARED = {
     "tasks/__init__.py",
-    "tasks/plumbing/__init__.py",
-    "tasks/plumbing/fingerprint.py",
-    "tasks/plumbing/journal.py",
-    "tasks/plumbing/params.py",
-    "tasks/plumbing/recipe.py",
-    "tasks/plumbing/yaml_file.py",
-    "tasks/plumbing/sections.py",
-    "tasks/plumbing/stage.py",
-    "tasks/plumbing/tracking.py",
-    "tasks/plumbing/validation.py",
+    *(f"tasks/params/{file.name}" for file in (ROOT / "tasks" / "params").glob("*.py")),
+    "tasks/runtime/__init__.py",
+    "tasks/runtime/fingerprint.py",
+    "tasks/runtime/journal.py",
+    "tasks/runtime/stage.py",
+    "tasks/runtime/tracking.py",
+    "tasks/runtime/validation.py",
 }
 
 
@@ -72,7 +71,7 @@ def test_a_stage_declares_exactly_the_tasks_code_it_runs(name):
     stage = _stages()[name]
     runs = _tasks_closure(_module(stage))
     declared = {d for d in stage["deps"] if isinstance(d, str) and d.startswith("tasks/")}
-    missing = sorted(runs - PLUMBING - declared)
+    missing = sorted(runs - UNDECLARED - declared)
     assert not missing, f"add {missing} to the deps of stage {name!r} in dvc.yaml"
     extra = sorted(declared - runs)
     assert not extra, f"stage {name!r} does not run {extra}: remove them from its deps in dvc.yaml"
@@ -83,15 +82,15 @@ def test_a_stage_imports_no_stage(name):
     module = _module(_stages()[name])
     imported = sorted(_stages_imported(module))
     assert not imported, (
-        f"{_file(module)} imports the stage(s) {imported}: move what they share into tasks/plumbing/ or wander/"
+        f"{_file(module)} imports the stage(s) {imported}: move what they share into tasks/runtime/ or wander/"
     )
 
 
 def test_the_import_walk_follows_imports_inside_functions():
-    # tasks/register.py imports tasks.plumbing.registered_model inside a function, and tasks.synthesize imports
-    # tasks.plumbing.episode_specs, which imports tasks.plumbing.validation: placement and depth both count.
-    assert "tasks/plumbing/registered_model.py" in _tasks_closure("tasks.register")
-    assert {"tasks/plumbing/episode_specs.py", "tasks/plumbing/validation.py"} <= _tasks_closure(
+    # tasks/register.py imports tasks.runtime.registered_model inside a function, and tasks.synthesize imports
+    # tasks.runtime.episode_specs, which imports tasks.runtime.validation: placement and depth both count.
+    assert "tasks/runtime/registered_model.py" in _tasks_closure("tasks.register")
+    assert {"tasks/runtime/episode_specs.py", "tasks/runtime/validation.py"} <= _tasks_closure(
         "tasks.synthesize"
     )
     assert "tasks/sft.py" not in _tasks_closure("tasks.register")
@@ -104,14 +103,14 @@ def test_the_import_walk_follows_imports_inside_functions():
         "import tasks.sft",
         "from tasks import sft",
         "def run():\n    from tasks.sft import trainer_args\n",
-        "from tasks.plumbing.shared import helper",  # through a plumbing module that imports the stage
+        "from tasks.runtime.shared import helper",  # through a run-time module that imports the stage
     ],
 )
 def test_a_stage_importing_a_stage_is_found(tmp_path: Path, statement: str) -> None:
     for path, text in {
         "tasks/__init__.py": "",
-        "tasks/plumbing/__init__.py": "",
-        "tasks/plumbing/shared.py": "def helper():\n    from tasks.sft import trainer_args\n",
+        "tasks/runtime/__init__.py": "",
+        "tasks/runtime/shared.py": "def helper():\n    from tasks.sft import trainer_args\n",
         "tasks/sft.py": "def trainer_args(): ...\n",
         "tasks/grpo.py": f"{statement}\n",
     }.items():

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project
-from tasks.plumbing.sections import READS
+from tasks.params.sections import READS
+from tasks.runtime.scratch_copy import copy_project
 
 
 def leaves(data: dict, path: tuple = ()) -> Iterator[tuple]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project, project_env, run_in
+from tasks.runtime.scratch_copy import copy_project, project_env, run_in
 
 ROOT = Path(__file__).resolve().parents[2]
 EDIT = "\n# an edit\n"

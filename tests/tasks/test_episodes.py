@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.plumbing.episodes import episode_env, serve_command
-from tasks.plumbing.params import ParamsError, load_params
-from tasks.plumbing.sections import Env
-from tasks.plumbing.validation import InputError
+from tasks.params.load import ParamsError, load_params
+from tasks.params.sections import Env
+from tasks.runtime.episodes import episode_env, serve_command
+from tasks.runtime.validation import InputError
 from wander import load_environment
 from wander.serve.served import ServedEnvironment
 from wander.serve.server import serve_env_in_thread

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.plumbing.fingerprint import code_digest, code_files, content_digest, digest, fingerprint
+from tasks.runtime.fingerprint import code_digest, code_files, content_digest, digest, fingerprint
 
 
 @pytest.fixture
@@ -101,12 +101,12 @@ def test_the_code_digest_covers_the_code_the_stage_runs_and_nothing_else(tmp_pat
 
 
 def test_a_training_stages_code_includes_its_module_the_library_and_its_env() -> None:
-    from tasks.plumbing.fingerprint import PROJECT, stage_code
+    from tasks.runtime.fingerprint import PROJECT, stage_code
 
     names = {p.relative_to(PROJECT).as_posix() for p in code_files(["tasks.grpo", "envs.tictactoe"])}
     assert {
         "tasks/grpo.py",
-        "tasks/plumbing/trainer_args.py",
+        "tasks/runtime/trainer_args.py",
         "wander/training/checkpoints.py",
         "envs/tictactoe/env.py",
     } <= names

@@ -11,7 +11,7 @@ from datasets import Dataset
 
 import tasks.generate
 from tasks import generate, synthesize
-from tasks.plumbing.validation import DataValidationError
+from tasks.runtime.validation import DataValidationError
 from wander.core.atomic_io import read_jsonl, write_jsonl
 
 SPLITS = ("train", "eval", "test")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.params import ParamsError, load_params, main, read_params, restrict
-from tasks.plumbing.sections import READS
-from tasks.plumbing.stage import headline
+from tasks.params.load import ParamsError, load_params, main, read_params, restrict
+from tasks.params.sections import READS
+from tasks.runtime.stage import headline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -204,7 +204,7 @@ def test_a_stage_gets_only_the_sections_it_declares(params: dict) -> None:
 def test_trl_configs_take_the_sections_trl_keys() -> None:
     from trl import GRPOConfig, SFTConfig
 
-    from tasks.plumbing.trainer_args import trainer_args
+    from tasks.runtime.trainer_args import trainer_args
 
     params = load_params(REPO / "params.yaml", "smoke")
     sft = trainer_args(SFTConfig, params.sft, output_dir="x")
@@ -265,7 +265,7 @@ def test_a_stage_command_refuses_bad_params_before_doing_anything(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     from tasks import generate
-    from tasks.plumbing.stage import stage_main
+    from tasks.runtime.stage import stage_main
 
     params = read_params(REPO / "params.yaml")
     params["layout"]["datasets"] = str(tmp_path / "datasets")

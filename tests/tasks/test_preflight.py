@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.plumbing import preflight
-from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
+from tasks.params import preflight
+from tasks.params.load import PARAMS_FILE, load_params, read_params
 
 
 def _params(**sections: dict) -> object:

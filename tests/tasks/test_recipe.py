@@ -1,4 +1,4 @@
-"""An env's recipe (tasks/plumbing/recipe.py): the params keys params.yaml leaves null come from the selected env's
+"""An env's recipe (tasks/params/recipe.py): the params keys params.yaml leaves null come from the selected env's
 recipe.yaml, a value set in params.yaml or a profile wins, and DVC sees the file."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.params import ParamsError, load_params, read_params
-from tasks.plumbing.recipe import RECIPE_KEYS, recipe_line, recipe_of
-from tasks.plumbing.sections import Params
+from tasks.params.load import ParamsError, load_params, read_params
+from tasks.params.recipe import RECIPE_KEYS, recipe_line, recipe_of
+from tasks.params.sections import Params
 from wander.core.registry import environment_names
 
 REPO = Path(__file__).resolve().parents[2]

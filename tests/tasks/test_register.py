@@ -7,9 +7,9 @@ import mlflow
 import pytest
 
 from tasks.evaluate import run as evaluate
-from tasks.plumbing import tracking
-from tasks.plumbing.sections import Env, Evaluate, Params, Register
+from tasks.params.sections import Env, Evaluate, Params, Register
 from tasks.register import decide, run
+from tasks.runtime import tracking
 from wander import load_environment
 from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare_exact
 from wander.eval.matrix import run_matrix

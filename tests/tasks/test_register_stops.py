@@ -12,9 +12,9 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from tasks.plumbing import tracking
-from tasks.plumbing.sections import Params, Register
+from tasks.params.sections import Params, Register
 from tasks.register import KEY_TAG, run
+from tasks.runtime import tracking
 from wander import load_environment
 from wander.policies.scratch_model import build_scratch_model
 
@@ -26,8 +26,9 @@ CHILD = """
 import functools, os, signal, sys
 import mlflow.pyfunc
 from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
-from tasks.plumbing import tracking
-from tasks.plumbing.sections import Params, Register
+from tasks.runtime import tracking
+from tasks.params.sections import Params
+from tasks.params.sections import Register
 from tasks.register import run
 
 owner_name, method, when = sys.argv[1:4]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from envs.reverse_text import longest_text, make_text
-from tasks.plumbing import preflight
-from tasks.plumbing.sections import Params
+from tasks.params import preflight
+from tasks.params.sections import Params
 from wander import load_environment
 from wander.core.pipeline_hooks import DEFAULT_REPLY_TOKENS, PipelineHooks, reply_budget
 from wander.core.tool_env import ToolEnv
@@ -166,7 +166,7 @@ def test_grpo_caps_a_tool_envs_whole_completion_and_any_other_envs_turn() -> Non
 
 
 def test_the_params_leave_the_budgets_to_the_env_and_the_preflight_refuses_two_replay_budgets() -> None:
-    from tasks.plumbing.params import load_params
+    from tasks.params.load import load_params
 
     params = load_params(REPO / "params.yaml")
     assert (params.grpo.max_completion_length, params.evaluate.max_new_tokens) == (None, None)

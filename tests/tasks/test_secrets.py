@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from tasks import generate
-from tasks.plumbing import tracking
-from tasks.plumbing.params import ParamsError, load_params
+from tasks.params.load import ParamsError, load_params
+from tasks.runtime import tracking
 from wander import load_environment
 from wander.core.logs import redact_url
 from wander.policies.openai_policy import OpenAIPolicy, PolicyRequestError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.plumbing.trainer_args import device_args
+from tasks.runtime.trainer_args import device_args
 from tasks.sft import distinct_rows, repeat_rows
 
 
@@ -54,8 +54,8 @@ def test_bf16_is_cuda_only_by_default_and_trains_in_autocast_on_cpu_when_asked(
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from tasks.plumbing.params import load_params
-    from tasks.plumbing.trainer_args import trainer_args
+    from tasks.params.load import load_params
+    from tasks.runtime.trainer_args import trainer_args
 
     cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     sft = load_params(params={}).sft  # the default env's recipe fills the epochs and learning rate

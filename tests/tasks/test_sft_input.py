@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tasks import sft
-from tasks.plumbing.stage import stage_main
-from tasks.plumbing.validation import InputError
+from tasks.runtime.stage import stage_main
+from tasks.runtime.validation import InputError
 
 GOOD = {
     "messages": [

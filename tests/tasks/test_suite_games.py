@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tasks import evaluate as evaluate_stage
-from tasks.plumbing import preflight
-from tasks.plumbing.params import PARAMS_FILE, load_params, read_params
+from tasks.params import preflight
+from tasks.params.load import PARAMS_FILE, load_params, read_params
 from wander import load_environment
 from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, games_per_cell
 from wander.eval.config import EvaluateConfig

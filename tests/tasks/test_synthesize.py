@@ -19,9 +19,9 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from tasks import synthesize
-from tasks.plumbing.episode_specs import read_specs
-from tasks.plumbing.journal import Journal
-from tasks.plumbing.stage import STOP_GRACE
+from tasks.runtime.episode_specs import read_specs
+from tasks.runtime.journal import Journal
+from tasks.runtime.stage import STOP_GRACE
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
 from wander.core.policy import Reply

@@ -12,10 +12,10 @@ import mlflow
 import pytest
 import yaml
 
-from tasks.plumbing import tracking
-from tasks.plumbing.tracking import (
+from tasks.params.nested_keys import flatten
+from tasks.runtime import tracking
+from tasks.runtime.tracking import (
     PARENT_RUN_ENV,
-    flatten,
     log_metrics,
     pipeline_run,
     stage_run,
@@ -133,7 +133,7 @@ def standalone_env() -> dict[str, str]:
 def test_a_run_whose_process_was_killed_is_marked_killed_on_the_next_start(root: Path) -> None:
     code = (
         "import sys, time\n"
-        "from tasks.plumbing.tracking import stage_run\n"
+        "from tasks.runtime.tracking import stage_run\n"
         "with stage_run('curate', root=sys.argv[1]):\n"
         "    print('started', flush=True)\n"
         "    time.sleep(600)\n"
@@ -162,7 +162,7 @@ def test_a_stop_inside_an_mlflow_write_lets_it_finish_and_the_run_ends_killed_at
         "import os, signal, sys, time\n"
         "from sqlalchemy import event\n"
         "from sqlalchemy.engine import Engine\n"
-        "from tasks.plumbing.tracking import log_metrics, stage_run\n"
+        "from tasks.runtime.tracking import log_metrics, stage_run\n"
         "from wander.core.process_tree import Stopped, stop_on_signals\n"
         "sent = []\n"
         "def inside_the_write(conn, cursor, statement, *args):\n"

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from tasks.plumbing.validation import DataValidationError, gxe, validate
+from tasks.runtime.validation import DataValidationError, gxe, validate
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.plumbing.scratch_copy import copy_project, run_in
-from tasks.plumbing.sections import Env
+from tasks.params.sections import Env
+from tasks.runtime.scratch_copy import copy_project, run_in
 from wander import scaffold
 from wander.cli import main
 

@@ -88,7 +88,7 @@ def render(name: str, kind: str) -> dict[str, str]:
         "__init__.py": KINDS[kind],
         "README.md": "README.md.tmpl",
         f"test_{name}.py": "test_env.py.tmpl",
-        "recipe.yaml": "recipe.yaml.tmpl",  # the pipeline's task-dependent params (tasks/plumbing/recipe.py)
+        "recipe.yaml": "recipe.yaml.tmpl",  # the pipeline's task-dependent params (tasks/params/recipe.py)
     }
     return {
         path: Template((templates / source).read_text(encoding="utf-8")).substitute(values)

@@ -18,8 +18,8 @@ from matplotlib.figure import Figure
 from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.evaluate import mlflow_key, run
-from tasks.plumbing.sections import Evaluate as EvaluateConfig
-from tasks.plumbing.sections import Params
+from tasks.params.sections import Evaluate as EvaluateConfig
+from tasks.params.sections import Params
 from wander import load_environment
 from wander.core import atomic_io
 from wander.core.atomic_io import TEMP_NAME

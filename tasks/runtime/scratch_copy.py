@@ -71,7 +71,7 @@ def copy_project(root: Path, profile: str | None = None) -> Path:
     if profile:
         run_in(
             root,
-            [sys.executable, "-m", "tasks.plumbing.params", "--profile", profile, "--write", "params.yaml"],
+            [sys.executable, "-m", "tasks.params.load", "--profile", profile, "--write", "params.yaml"],
         )
     run_in(root, ["git", "init", "-q"])
     run_in(root, ["git", "add", "-A"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.plumbing.validation import gxe, validate
+from tasks.runtime.validation import gxe, validate
 from wander.core.atomic_io import read_jsonl
 from wander.core.pipeline_hooks import SpecChecks
 

@@ -114,7 +114,7 @@ class Layout(Section):
 
 class Env(Section):
     """The environment every stage plays: `name`, `url`, and one block of settings per environment (`env.<name>`:
-    for tic-tac-toe the fields of `TicTacToeConfig`, checked by `tasks.plumbing.params.check_env`). Stages read the block of
+    for tic-tac-toe the fields of `TicTacToeConfig`, checked by `tasks.params.load.check_env`). Stages read the block of
     `name`; an environment without a block plays its defaults, so `dvc exp run -S env.name=<other>` is enough.
     No block by default: every setting is the env's own. params.yaml tunes two for the pipeline: tic-tac-toe's
     `midgame_starts` 0.25 (the env's 0.0 starts every game from the empty board; teacher games and GRPO then also
@@ -295,7 +295,7 @@ class SFT(Section):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
     num_train_epochs: float | None = Field(None, gt=0.0)
-    """Passes over the curated games; null = the env's recipe (envs/<name>/recipe.yaml, tasks/plumbing/recipe.py)."""
+    """Passes over the curated games; null = the env's recipe (envs/<name>/recipe.yaml, tasks/params/recipe.py)."""
     per_device_train_batch_size: int | None = Field(None, ge=1)
     """Conversations per micro-batch (CPU: keep under ~4k tokens); null = the env's recipe (tic-tac-toe 64; the
     calculator 8: eight times the updates over the same rows)."""
@@ -497,7 +497,7 @@ with warnings.catch_warnings():
 
 
 # The sections each stage reads besides `layout` (whose paths reach dvc.yaml through ${layout.*}). dvc.yaml lists
-# exactly these as the stage's params, and a stage is handed only these (tasks.plumbing.params.restrict), so the two agree.
+# exactly these as the stage's params, and a stage is handed only these (tasks.params.load.restrict), so the two agree.
 READS: dict[str, tuple[str, ...]] = {
     "build_model": ("env", "build_model"),
     "generate": ("env", "generate"),

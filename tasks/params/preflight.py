@@ -5,7 +5,7 @@ few eval episodes per cell, a rollout option the env cannot score) would otherwi
 training. `preflight(params)` builds the env as the pipeline will (its settings and the split sizes of `generate`)
 and asks it those questions up front; the flow calls it before the first stage.
 
-python -m tasks.plumbing.preflight [--params params.yaml] [--profile NAME]
+python -m tasks.params.preflight [--params params.yaml] [--profile NAME]
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tasks.plumbing.params import load_params, read_params
-from tasks.plumbing.recipe import recipe_line
-from tasks.plumbing.sections import Params
+from tasks.params.load import load_params, read_params
+from tasks.params.recipe import recipe_line
+from tasks.params.sections import Params
 from wander import Environment, load_environment
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.training.grpo import rollout_func
@@ -99,7 +99,7 @@ def preflight(params: Params) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Check params.yaml (with a profile) and print the problems; exit 2 when there are any."""
     parser = argparse.ArgumentParser(
-        prog="python -m tasks.plumbing.preflight", description=__doc__.split("\n")[0]
+        prog="python -m tasks.params.preflight", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--profile", default=None)

@@ -23,12 +23,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tasks.params.nested_keys import flatten
 from wander.core.atomic_io import write_json
 from wander.core.logs import redact_url
 from wander.core.process_tree import alive, defer_stops
 
 if TYPE_CHECKING:
-    from tasks.plumbing.sections import Layout
+    from tasks.params.sections import Layout
 
 PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
 EXPERIMENT_ENV = "WANDER_EXPERIMENT"
@@ -273,18 +274,6 @@ def write_stage_metrics(layout: Layout, stage: str, headline: Mapping, details: 
     log_metrics({**details, **headline})
     write_json(Path(layout.details) / f"{stage}.json", dict(details))
     return write_json(Path(layout.metrics) / f"{stage}.json", dict(headline))
-
-
-def flatten(data: Mapping, prefix: str = "", sep: str = "/") -> dict[str, Any]:
-    """A nested mapping as one level, keys joined by `sep`; lists and other values kept as they are."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{sep}{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, name, sep))
-        else:
-            out[name] = value
-    return out
 
 
 def loggable(params: Mapping) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import logging
 import shlex
 from urllib.parse import urlsplit
 
-from tasks.plumbing.sections import Env
-from tasks.plumbing.validation import InputError
+from tasks.params.sections import Env
+from tasks.runtime.validation import InputError
 from wander import Environment, load_environment
 from wander.core.logs import redact_url
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.plumbing.tracking import flatten
-from tasks.plumbing.yaml_file import ParamsError, read_yaml
+from tasks.params.nested_keys import flatten
+from tasks.params.yaml_file import ParamsError, read_yaml
 
 RECIPE_FILE = "recipe.yaml"
 RECIPE_KEYS = (

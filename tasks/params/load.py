@@ -1,4 +1,4 @@
-"""params.yaml read, merged with a profile and checked against the params model (tasks/plumbing/sections.py).
+"""params.yaml read, merged with a profile and checked against the params model (tasks/params/sections.py).
 
 - `layout`: where every stage reads and writes; the same in every profile, so dvc.yaml can name outputs as
   `${layout.datasets}` and a smoke run writes where a full run does.
@@ -6,7 +6,7 @@
 - one section per stage (`build_model`, `generate`, ...).
 
 Profiles: `params.<profile>.yaml` holds overrides only; `load_params(profile=...)` (every stage's `--profile`)
-deep-merges it onto params.yaml, and `python -m tasks.plumbing.params --profile smoke --write params.yaml` writes the merged
+deep-merges it onto params.yaml, and `python -m tasks.params.load --profile smoke --write params.yaml` writes the merged
 file (what tests do in a scratch copy of the repo, so DVC sees the profile's values as params).
 """
 
@@ -26,9 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as checked
 
-from tasks.plumbing.recipe import apply_recipe
-from tasks.plumbing.sections import FORBID, READS, Params
-from tasks.plumbing.yaml_file import ParamsError, edit_yaml, read_yaml, yaml_text
+from tasks.params.recipe import apply_recipe
+from tasks.params.sections import FORBID, READS, Params
+from tasks.params.yaml_file import ParamsError, edit_yaml, read_yaml, yaml_text
 
 PARAMS_FILE = "params.yaml"
 # Env settings a stage sets from its own section, never from `env`.
@@ -97,7 +97,7 @@ def load_params(
     path: str | Path = PARAMS_FILE, profile: str | None = None, params: Mapping | None = None
 ) -> Params:
     """The params (read from `path` with `profile`, unless given as a dict) as a checked `Params`, the keys left
-    null for the env's recipe filled from it (tasks/plumbing/recipe.py)."""
+    null for the env's recipe filled from it (tasks/params/recipe.py)."""
     source = str(path)
     raw = apply_recipe(read_params(path, profile) if params is None else params)
     try:
@@ -175,7 +175,7 @@ class _Unread:
         stage, section = object.__getattribute__(self, "_where")
         raise AttributeError(
             f"stage {stage!r} reads params section {section!r} but does not declare it: add it to "
-            f"tasks.plumbing.sections.READS[{stage!r}] and to the stage's params in dvc.yaml"
+            f"tasks.params.sections.READS[{stage!r}] and to the stage's params in dvc.yaml"
         )
 
 
@@ -284,10 +284,8 @@ def write_params(path: str | Path, profile: str | None, out: str | Path) -> list
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tasks.plumbing.params`: check a params file (with a profile), print or write the merged result."""
-    parser = argparse.ArgumentParser(
-        prog="python -m tasks.plumbing.params", description=__doc__.splitlines()[0]
-    )
+    """`python -m tasks.params.load`: check a params file (with a profile), print or write the merged result."""
+    parser = argparse.ArgumentParser(prog="python -m tasks.params.load", description=__doc__.splitlines()[0])
     add_params_arguments(parser)
     parser.add_argument(
         "--write", metavar="PATH", help="write the merged, checked params here (the file's comments kept)"

@@ -1,7 +1,7 @@
 """The command line every stage shares: `python -m tasks.<stage> [--params params.yaml] [--profile smoke]`.
 
-It loads and checks the whole params file (tasks.plumbing.params), hands the stage only the sections it declares
-(tasks.plumbing.sections.READS), runs it inside its MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the
+It loads and checks the whole params file (tasks.params.load), hands the stage only the sections it declares
+(tasks.params.sections.READS), runs it inside its MLflow run (nested under WANDER_PARENT_RUN_ID when set), and turns the
 errors a person can fix (bad params, failed validation) into one readable message and exit status 2.
 
 Stop means stop: SIGTERM or SIGINT unwinds the stage (its teacher or vLLM server stopped, its MLflow run ended
@@ -21,9 +21,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from tasks.plumbing.params import ParamsError, add_params_arguments, load_params, restrict
-from tasks.plumbing.sections import READS, Params
-from tasks.plumbing.validation import DataValidationError, InputError
+from tasks.params.load import ParamsError, add_params_arguments, load_params, restrict
+from tasks.params.nested_keys import flatten
+from tasks.params.sections import READS, Params
+from tasks.runtime.validation import DataValidationError, InputError
 from wander.core.logs import configure_logging
 from wander.core.process_tree import WATCH_PID_ENV, Stopped, stop_on_signals, stop_when_gone
 
@@ -58,7 +59,7 @@ def stage_main(
             if args.no_mlflow:
                 metrics = run(restrict(params, stage))
             else:
-                from tasks.plumbing.tracking import stage_run
+                from tasks.runtime.tracking import stage_run
 
                 logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
                 with stage_run(run_name or stage, logged):
@@ -93,7 +94,5 @@ def stop_with_runner() -> Iterator[None]:
 
 def headline(metrics: dict) -> dict:
     """The numbers of a metrics dict, nested ones as `a.b.c`, for a one-line summary."""
-    from tasks.plumbing.tracking import flatten
-
     flat = flatten(metrics, sep=".")
     return {k: v for k, v in flat.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}

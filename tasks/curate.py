@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.params.sections import Curate, Params
+from tasks.params.data_sections import Curate
+from tasks.params.sections import Params
 from tasks.runtime.tracking import log_artifact, log_dict, write_stage_metrics
 from tasks.runtime.validation import InputError, gxe, validate
 from wander import Environment, load_environment

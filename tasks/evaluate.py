@@ -12,11 +12,12 @@ import re
 import sys
 from collections.abc import Mapping
 
-from tasks.params.sections import EvaluateConfig, Params
+from tasks.params.sections import Params
 from tasks.runtime import tracking
 from tasks.runtime.episodes import episode_env
 from wander import Policy, load_environment
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
+from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, headline_metrics
 from wander.eval.matrix import MatrixResult
 

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from tasks.params.sections import Env, EvaluateConfig, Params, Register
+from tasks.params.evaluation_sections import Register
+from tasks.params.sections import Params
+from tasks.params.shared_sections import Env
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import content_digest, digest
 from tasks.runtime.tracking import log_params, write_metrics
@@ -31,6 +33,7 @@ from wander.core.evaluation_suite import Metric
 from wander.core.pipeline_hooks import reply_budget
 from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, compare_exact, conclusion, is_better
+from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import MatrixResult, run_matrix
 
 log = logging.getLogger("register")

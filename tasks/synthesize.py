@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.params.sections import Params, Synthesize
+from tasks.params.data_sections import Synthesize
+from tasks.params.sections import Params
 from tasks.runtime.episode_specs import validate_specs
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import content_digest, digest

@@ -80,7 +80,7 @@ def code_words(path: Path) -> list[tuple[int, str]]:
 
 def test_the_flows_name_no_environment_and_no_metric_of_one():
     # A flow passes typed params down and prints what the suite's report writes: no env's name, no game's metric
-    # (or worst-case key) in its code. The params model (tasks/params/sections.py) is not checked here yet: its
+    # (or worst-case key) in its code. The params model (tasks/params/training_sections.py) is not checked here yet: its
     # curriculum is moving to the envs' recipes.
     words = game_words()
     assert {"tictactoe", "win", "loss", "draw", "non_loss"} <= words

@@ -27,7 +27,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass as checked
 
 from tasks.params.recipe import apply_recipe
-from tasks.params.sections import FORBID, READS, Params
+from tasks.params.section_base import FORBID
+from tasks.params.sections import READS, Params
 from tasks.params.yaml_file import ParamsError, edit_yaml, read_yaml, yaml_text
 
 PARAMS_FILE = "params.yaml"

@@ -15,7 +15,7 @@ import logging
 import shlex
 from urllib.parse import urlsplit
 
-from tasks.params.sections import Env
+from tasks.params.shared_sections import Env
 from tasks.runtime.validation import InputError
 from wander import Environment, load_environment
 from wander.core.logs import redact_url

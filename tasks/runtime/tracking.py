@@ -29,7 +29,7 @@ from wander.core.logs import redact_url
 from wander.core.process_tree import alive, defer_stops
 
 if TYPE_CHECKING:
-    from tasks.params.sections import Layout
+    from tasks.params.shared_sections import Layout
 
 PARENT_RUN_ENV = "WANDER_PARENT_RUN_ID"
 EXPERIMENT_ENV = "WANDER_EXPERIMENT"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from tasks.params.sections import Section
+from tasks.params.section_base import Section
 
 
 def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:

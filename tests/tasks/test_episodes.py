@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.params.load import ParamsError, load_params
-from tasks.params.sections import Env
+from tasks.params.shared_sections import Env
 from tasks.runtime.episodes import episode_env, serve_command
 from tasks.runtime.validation import InputError
 from wander import load_environment

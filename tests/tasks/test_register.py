@@ -7,7 +7,9 @@ import mlflow
 import pytest
 
 from tasks.evaluate import run as evaluate
-from tasks.params.sections import Env, Evaluate, Params, Register
+from tasks.params.evaluation_sections import Evaluate, Register
+from tasks.params.sections import Params
+from tasks.params.shared_sections import Env
 from tasks.register import decide, run
 from tasks.runtime import tracking
 from wander import load_environment

@@ -12,7 +12,8 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from tasks.params.sections import Params, Register
+from tasks.params.evaluation_sections import Register
+from tasks.params.sections import Params
 from tasks.register import KEY_TAG, run
 from tasks.runtime import tracking
 from wander import load_environment
@@ -28,7 +29,7 @@ import mlflow.pyfunc
 from mlflow.store.model_registry.sqlalchemy_store import SqlAlchemyStore
 from tasks.runtime import tracking
 from tasks.params.sections import Params
-from tasks.params.sections import Register
+from tasks.params.evaluation_sections import Register
 from tasks.register import run
 
 owner_name, method, when = sys.argv[1:4]

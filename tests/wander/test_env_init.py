@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.params.sections import Env
+from tasks.params.shared_sections import Env
 from tasks.runtime.scratch_copy import copy_project, run_in
 from wander import scaffold
 from wander.cli import main

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from envs.tictactoe.board import legal_moves
 from envs.tictactoe.players import RandomPlayer
 from tasks.evaluate import mlflow_key, run
-from tasks.params.sections import Evaluate as EvaluateConfig
+from tasks.params.evaluation_sections import Evaluate as EvaluateConfig
 from tasks.params.sections import Params
 from wander import load_environment
 from wander.core import atomic_io

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from tasks import generate, synthesize
+from tasks.params.data_sections import Synthesize
 from tasks.params.load import load_params, read_params, restrict
-from tasks.params.sections import Synthesize
 from tasks.synthesize import teacher_endpoint
 from wander import load_environment
 from wander.cli import main

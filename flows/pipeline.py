@@ -191,7 +191,7 @@ def summary(root: Path, run_id: str | None = None) -> str:
     from tasks.params.recipe import recipe_line
     from wander import load_environment
     from wander.eval.evaluation import run_summary
-    from wander.eval.report import OUTPUTS
+    from wander.eval.outputs import OUTPUTS
 
     given = read_params(root / PARAMS_FILE)  # as params.yaml sets it: the recipe line marks what it sets
     params = load_params(root / PARAMS_FILE, params=given)

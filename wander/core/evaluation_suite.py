@@ -25,7 +25,7 @@ from wander.core.episode import Episode
 RATE, RATIO, MEAN = "rate", "ratio", "mean"
 KINDS = (RATE, RATIO, MEAN)
 # Suite kinds: which report writes the outputs. "rubric": means per difficulty stratum and split
-# (wander/eval/rubric_report.py); "matrix": a game's opponent matrix (wander/eval/report.py).
+# (wander/eval/rubric_report.py); "matrix": a game's opponent matrix (wander/eval/matrix_report.py).
 RUBRIC, MATRIX = "rubric", "matrix"
 SUITE_KINDS = (RUBRIC, MATRIX)
 

@@ -1,7 +1,7 @@
 """An evaluation from start to written report: the env's suite for every policy, then metrics, tables, plots.
 
 The env decides the suite (`env.evaluation_suite()`, data): its kind picks the report that writes it, a game's
-opponent matrix (`wander.eval.report`) or rubric means per difficulty stratum and split (`wander.eval.rubric_report`);
+opponent matrix (`wander.eval.matrix_report`) or rubric means per difficulty stratum and split (`wander.eval.rubric_report`);
 the plots are the suite's headline (`wander.eval.plots`). `wander eval` and the pipeline's evaluate stage both call
 `evaluate`; the pipeline's run summary is the report's too (`run_summary`).
 """
@@ -19,17 +19,17 @@ from wander.core.atomic_io import write_text
 from wander.core.environment import Environment
 from wander.core.evaluation_suite import MATRIX, RUBRIC
 from wander.core.policy import Policy
-from wander.eval import plots, report, rubric_report
+from wander.eval import matrix_report, plots, rubric_report
 from wander.eval.config import EvaluateConfig
 from wander.eval.curves import plot_curves, read_curves
 from wander.eval.episodes_file import write_episodes
 from wander.eval.matrix import MatrixInterrupted, MatrixResult, run_matrix
-from wander.eval.report import OUTPUTS
+from wander.eval.outputs import OUTPUTS, csv_text
 
 logger = logging.getLogger(__name__)
 
 # The module that writes a suite's outputs, by the suite's kind.
-REPORTS = {MATRIX: report, RUBRIC: rubric_report}
+REPORTS = {MATRIX: matrix_report, RUBRIC: rubric_report}
 
 
 def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
@@ -43,7 +43,7 @@ def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline:
     paths = {kind: Path(out_dir) / name for kind, name in OUTPUTS.items()}
     write_text(paths["metrics"], json.dumps(suite.headline_metrics(result, baseline), indent=2) + "\n")
     write_text(paths["matrix"], json.dumps(suite.matrix_dict(result, seed), indent=2) + "\n")
-    write_text(paths["csv"], report.csv_text(result.rows))
+    write_text(paths["csv"], csv_text(result.rows))
     plots.plot_heatmap(result, paths["heatmap"])
     plots.plot_bars(result, paths["bars"])
     plot_curves(result.curves, paths["curve"], result.suite.curve_series)

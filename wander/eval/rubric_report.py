@@ -2,7 +2,7 @@
 the rubric's means) per difficulty stratum and split with 95% intervals, as headline metrics, the whole matrix
 (JSON and tidy CSV), a terminal table and a report.
 
-The file names are the game matrix's (`wander.eval.report.OUTPUTS`): dvc.yaml declares the evaluate stage's outputs
+The file names are every kind's (`wander.eval.outputs.OUTPUTS`): dvc.yaml declares the evaluate stage's outputs
 once, for every env; the "heatmap" and "bars" files plot the env's headline metric.
 """
 
@@ -16,11 +16,10 @@ from wander.core.environment import Environment
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix import MatrixResult
-from wander.eval.report import (
-    OUTPUTS,
+from wander.eval.outputs import OUTPUTS, read_matrix
+from wander.eval.report_text import (
     headline_policies,
     intro,
-    read_matrix,
     shown_value,
     stage_lines,
     summary_rows,

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from wander.eval.episodes_file import read_episodes
-from wander.eval.report import OUTPUTS
+from wander.eval.outputs import OUTPUTS
 
 DEFAULT_LAYOUT = {"eval": "data/eval", "metrics": "data/metrics", "models": "data/models"}
 MLFLOW_DB = "mlflow/mlflow.db"

@@ -27,7 +27,8 @@ from wander.core.policy import Reply
 from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare, conclusion, is_better, verdict
 from wander.eval.evaluation import write_report
 from wander.eval.matrix import run_matrix
-from wander.eval.report import OUTPUTS, markdown_report, sample_games, text_table
+from wander.eval.matrix_report import markdown_report, sample_games, text_table
+from wander.eval.outputs import OUTPUTS
 
 SUITE = load_environment("tictactoe").evaluation_suite()
 NON_LOSS = SUITE.metric("non_loss")

@@ -1,5 +1,6 @@
-"""Outputs of a matrix suite (an env whose `evaluation_suite().kind` is "matrix", a game's opponent matrix):
-headline metrics, the whole matrix (JSON and tidy CSV), a terminal table and a Markdown report.
+"""The report of a matrix suite (an env whose `evaluation_suite().kind` is "matrix", a game's opponent matrix):
+headline metrics, the whole matrix as JSON, a terminal table, a Markdown report and the run summary's lines. The
+file names and the tidy CSV are every kind's (`wander.eval.outputs`).
 
 Every table, label and sample pick comes from the suite (`wander.core.evaluation_suite`); the exact results and
 the worst-case section come from the env's capabilities, when it has them (`wander.core.capabilities`).
@@ -7,41 +8,31 @@ the worst-case section come from the env's capabilities, when it has them (`wand
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from wander.core.capabilities import WorstCase
 from wander.core.environment import Environment
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import EvaluationSuite, Metric
+from wander.core.evaluation_suite import Metric
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix import MatrixResult
-from wander.policies.loading import is_scripted_name
+from wander.eval.outputs import OUTPUTS, finite, read_matrix
+from wander.eval.report_text import (
+    headline_policies,
+    intro,
+    shown_value,
+    stage_lines,
+    summary_rows,
+    with_interval,
+)
 
-OUTPUTS = {
-    "metrics": "metrics.json",
-    "matrix": "matrix.json",
-    "csv": "matrix.csv",
-    "heatmap": "headline_heatmap.png",  # the suite's headline metric
-    "bars": "headline_by_policy.png",
-    "report": "report.md",
-    "curve": "learning_curve.png",
-    "episodes": "episodes.jsonl.gz",  # every game, which `wander ui` replays (wander/eval/episodes_file.py)
-}
 STRING_FIELDS = ("policy", "opponent", "side", "decoding")
 
 
-def _finite(value: float | int | None) -> float | int | None:
-    # JSON has no NaN (a rate over zero moves): write null instead.
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-# ----- metrics and CSV -----
+# ----- metrics -----
 
 
 def matrix_dict(result: MatrixResult, seed: int) -> dict:
@@ -65,16 +56,8 @@ def matrix_dict(result: MatrixResult, seed: int) -> dict:
     }
 
 
-def headline_policies(result: MatrixResult, baseline: str | None = None) -> list[str]:
-    """The rows `dvc metrics` shows: the candidate (the last model row, not a scripted player) and the baseline."""
-    names = list(result.policies)
-    baseline = baseline or names[0]
-    models = [n for n in names if n != baseline and not is_scripted_name(result.policies[n])]
-    return [*models[-1:], baseline]
-
-
 def _rate(result: MatrixResult, rows: list[dict], name: str) -> float | None:
-    return _finite(round(pooled(rows, result.suite.metric(name))["mean"], 4))
+    return finite(round(pooled(rows, result.suite.metric(name))["mean"], 4))
 
 
 def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
@@ -104,29 +87,7 @@ def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
     return out
 
 
-def csv_text(rows: list[dict]) -> str:
-    """The tidy table: one row per policy x opponent x side."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: ("" if _finite(v) is None else v) for k, v in r.items()} for r in rows)
-    return buffer.getvalue()
-
-
 # ----- text -----
-
-
-def with_interval(stats: dict, metric: Metric, name: str | None = None) -> str:
-    """`stats[name]` with its interval, in the metric's digits (`name`: the metric's own by default)."""
-    name, d = name or metric.name, metric.digits
-    return f"{stats[name]:.{d}f} [{stats[name + '_ci_low']:.{d}f}, {stats[name + '_ci_high']:.{d}f}]"
-
-
-def shown_value(stats: dict, metric: Metric) -> str:
-    """A metric as a table shows it: with its interval, or the value alone (plain, or pooled without one)."""
-    if metric.plain or f"{metric.name}_ci_low" not in stats:
-        return f"{stats[metric.name]:.{metric.digits}f}"
-    return with_interval(stats, metric)
 
 
 def _header(metrics: Sequence[Metric], first: str) -> list[str]:
@@ -198,18 +159,6 @@ def exact_lines(result: MatrixResult) -> list[str]:
         for opponent, r in rows.items():
             md.append(f"| {name} | {opponent} | " + " | ".join(f"{r[key]:.3f}" for key, _ in columns) + " |")
     return md + [""]
-
-
-def intro(result: MatrixResult, seed: int) -> str:
-    """The report's first paragraph: the policies, then the suite's words on its columns, games and intervals."""
-    policies = ", ".join(f"`{n}`" for n in result.policies)
-    return f"Policies: {policies}. " + result.suite.report.intro.format(
-        groups=", ".join(result.opponents),
-        sides=" and ".join(result.sides),
-        games=result.games,
-        seed=seed,
-        decoding=result.decoding,
-    )
 
 
 def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None) -> str:
@@ -305,42 +254,6 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
             note = layout.sample_note(ep) if layout.sample_note else f"Reward {ep.reward:.3f}."
             md += [f"### {n}: {kind} {title}", "", note, "", "```text", result.render(ep), "```", ""]
     return "\n".join(md).rstrip() + "\n"
-
-
-# ----- the run summary -----
-
-
-def read_matrix(out_dir: str | Path) -> dict:
-    """The matrix.json an evaluation wrote under `out_dir` (either kind)."""
-    return json.loads((Path(out_dir) / OUTPUTS["matrix"]).read_text())
-
-
-def summary_rows(matrix: dict, rows: Sequence[str], baseline: str | None) -> tuple[str, list[str]]:
-    """The baseline (the report's: `baseline`, else the first row) and the rows of the run summary's stage lines:
-    `rows` (the models in training order) then the baseline, those the matrix has."""
-    base = baseline or next(iter(matrix["policies"]))
-    return base, [r for r in dict.fromkeys([*rows, base]) if r in matrix["policies"]]
-
-
-def stage_lines(matrix: dict, rows: Sequence[str], suite: EvaluationSuite) -> list[str]:
-    """Each row's headline metric over every cell with its 95% interval, and a greedy row's exact results where the
-    evaluation has them (the suite's chosen column group / metric pairs): what each stage added."""
-    metric = suite.metric(suite.headline)
-    picks = suite.report.extremes
-    lines = [f"each stage: {metric.shown} over every cell [95% interval]"]
-    for row in rows:
-        overall = matrix["policies"][row]["overall"]
-        value, low, high = (overall.get(metric.name + k) for k in ("", "_ci_low", "_ci_high"))
-        text = f"  {row:<14} " + (f"{value:.3f}" if value is not None else "-")
-        text += f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
-        exact = matrix.get("exact", {}).get(row)
-        if exact:
-            groups = list(matrix["policies"][row]["opponents"])
-            text += "   exact " + ", ".join(
-                f"{groups[i]} {name} {exact[groups[i]][name]:.3f}" for i, name in picks
-            )
-        lines.append(text)
-    return lines
 
 
 def run_summary(

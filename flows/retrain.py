@@ -57,9 +57,8 @@ def retrain_params(params: dict, work: Path, seed: int) -> dict:
     # Every row register's gates read: the candidate, its start model (the champion) and the baseline (the teacher).
     baseline = params["register"].get("baseline")
     policies = params["evaluate"]["policies"]
-    gates = (
-        {baseline: policies[baseline]} if baseline in policies else {}
-    )  # else a reference row, played anyway
+    # A baseline that is no policy row is a scripted reference row, which evaluate plays anyway.
+    gates = {baseline: policies[baseline]} if baseline in policies else {}
     params["evaluate"].update(policies={**lineage, **gates}, out_dir=layout["eval"], baseline="champion")
     params["register"].update(candidate="candidate", lineage=lineage, eval_dir=layout["eval"])
     return params
@@ -84,7 +83,7 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     seed = seed if seed is not None else datetime.date.today().toordinal()
     given = read_params(Path(root) / PARAMS_FILE)
     params = load_params(Path(root) / PARAMS_FILE, params=given)
-    model_name = model_name or params.register.model_name or f"wander-{params.env.name}"
+    model_name = model_name or params.registered_model_name()
     work = Path(params.layout.work) / RETRAIN_DIR / f"seed-{seed}"
     derived = retrain_params(given, work, seed)
     params_file = Path(root) / work / PARAMS_FILE

@@ -166,9 +166,7 @@ def run(params: Params) -> dict:
     Everything is gathered and decided before the one write that creates the version (with all its tags, one
     transaction), so a failure registers nothing; a rerun after a stop at any point finds that version by its
     registration key and only finishes the alias: one version, its alias and tags consistent."""
-    config = params.register
-    if config.model_name is None:  # one registered model per environment
-        config = config.model_copy(update={"model_name": f"wander-{params.env.name}"})
+    config = params.register.model_copy(update={"model_name": params.registered_model_name()})
     import mlflow
     import mlflow.pyfunc
 
@@ -192,17 +190,18 @@ def run(params: Params) -> dict:
     # A null reply budget is the env's, resolved where the env is built and logged beside the null the params say.
     config = config.model_copy(update={"max_new_tokens": reply_budget(env, config.max_new_tokens)})
     log_params({"resolved/register/max_new_tokens": config.max_new_tokens})
-    metric = env.evaluation_suite().comparable(config.metric or env.evaluation_suite().headline)
+    suite = env.evaluation_suite()
+    metric = suite.comparable(config.metric or suite.headline)
     overall = pooled(rows, metric)["mean"]
     client = mlflow.MlflowClient()
     key = registration_key(config, checkpoint, eval_dir)
     version = registered_version(client, config.model_name, key)
     if version is None:
         hashes = dvc_hashes(config.lock_file)
-        suite = json.loads((eval_dir / "matrix.json").read_text())
-        champion = champion_matrix(client, config, rows, suite, params.env, env)  # the candidate's env
+        matrix = json.loads((eval_dir / "matrix.json").read_text())
+        champion = champion_matrix(client, config, rows, matrix, params.env, env)  # the candidate's env
         exact = None
-        candidate_exact = suite.get("exact", {}).get(config.candidate)
+        candidate_exact = matrix.get("exact", {}).get(config.candidate)
         if champion is not None and candidate_exact and "champion" in champion.exact:
             # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
             exact = compare_exact(champion.exact["champion"], candidate_exact, metric)

@@ -47,6 +47,10 @@ with warnings.catch_warnings():
         evaluate: Evaluate = Field(default_factory=Evaluate)
         register: Register = Field(default_factory=Register)
 
+        def registered_model_name(self) -> str:
+            """The registry's model name: `register.model_name`, null = `wander-<env.name>` (one per environment)."""
+            return self.register.model_name or f"wander-{self.env.name}"
+
 
 # The sections each stage reads besides `layout` (whose paths reach dvc.yaml through ${layout.*}). dvc.yaml lists
 # exactly these as the stage's params, and a stage is handed only these (tasks.params.load.restrict), so the two agree.

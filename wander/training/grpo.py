@@ -200,16 +200,13 @@ def refuse_decision_options(env: Environment, rollout: RolloutConfig) -> None:
     """ValueError naming each decision-rollout option (play_on, explore, branch_at) set away from its default for an
     env whose turns read the whole conversation: its GRPO trains whole sampled episodes and would ignore them."""
     defaults = RolloutConfig()
-    ignored = [
-        f"{key}={getattr(rollout, key)!r}"
-        for key in ("play_on", "explore", "branch_at")
-        if getattr(rollout, key) != getattr(defaults, key)
-    ]
+    ignored = [k for k in ("play_on", "explore", "branch_at") if getattr(rollout, k) != getattr(defaults, k)]
     if ignored:
         raise ValueError(
-            f"{', '.join(ignored)} would be ignored by {env.name}: its turns read the whole conversation "
-            "(full_history), so GRPO trains whole sampled episodes, not decisions; use "
-            + ", ".join(f"{k.split('=')[0]}={getattr(defaults, k.split('=')[0])!r}" for k in ignored)
+            ", ".join(f"{k}={getattr(rollout, k)!r}" for k in ignored)
+            + f" would be ignored by {env.name}: its turns read the whole conversation (full_history), so GRPO "
+            "trains whole sampled episodes, not decisions; use "
+            + ", ".join(f"{k}={getattr(defaults, k)!r}" for k in ignored)
         )
 
 

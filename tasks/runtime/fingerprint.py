@@ -20,11 +20,8 @@ from pathlib import Path
 
 CHUNK = 1 << 20
 PROJECT = Path(__file__).resolve().parents[2]
-CODE_PACKAGES = (
-    "wander",
-    "tasks",
-    "envs",
-)  # the project's own code: what a stage imports from elsewhere is pinned
+# The project's own code: what a stage imports from elsewhere is pinned.
+CODE_PACKAGES = ("wander", "tasks", "envs")
 
 
 def digest(data: object) -> str:

@@ -43,9 +43,8 @@ _PR_SET_PDEATHSIG = 1
 _exit_armed = threading.Event()
 _exit_lock = threading.Lock()
 _exit_deadline = [0.0]  # monotonic time of the backstop's exit, once armed
-_waiting: set[int] = (
-    set()
-)  # stop signals that arrived where raising was unsafe, until one is raised or forgotten
+# Stop signals that arrived where raising was unsafe, until one is raised or forgotten.
+_waiting: set[int] = set()
 _waiting_lock = threading.Lock()  # a redelivery is sent only while its signal still waits
 _deferring = [0]  # how many `defer_stops` blocks the main thread is in: the flag the handler reads
 
@@ -198,9 +197,8 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> int:
         try:
             signal_group(proc.pid, signal.SIGKILL)
             code = proc.wait()
-            settled = (
-                time.monotonic() + 1.0
-            )  # SIGKILL takes effect asynchronously; orphans are reaped by init
+            # SIGKILL takes effect asynchronously; orphans are reaped by init.
+            settled = time.monotonic() + 1.0
             while _group_alive(proc.pid) and time.monotonic() < settled:
                 time.sleep(0.02)
             break

@@ -50,7 +50,21 @@ def _lora_options(value: dict[str, Any] | None) -> dict[str, Any] | None:
 LoraOptions = Annotated[dict[str, Any] | None, AfterValidator(_lora_options)]
 
 
-class SFT(Section):
+class TrainingCompute(Section):
+    """How a training stage computes, the same keys for SFT and GRPO: precision, CPU threads, LoRA."""
+
+    bf16: bool | None = None
+    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
+    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
+    torch_threads: int = Field(0, ge=0)
+    """CPU threads for torch; 0 keeps torch's default."""
+    lora: LoraOptions = None
+    """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
+    `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
+    saves: the next stage, vLLM and the registry load a plain model."""
+
+
+class SFT(TrainingCompute):
     """TRL SFTTrainer on whole curated games, assistant-only loss. Keys named like `SFTConfig` fields go to it."""
 
     num_train_epochs: float | None = Field(None, gt=0.0)
@@ -74,15 +88,6 @@ class SFT(Section):
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of data order and dropout."""
-    bf16: bool | None = None
-    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
-    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
-    torch_threads: int = Field(0, ge=0)
-    """CPU threads for torch; 0 keeps torch's default."""
-    lora: LoraOptions = None
-    """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
-    `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
-    saves: the next stage, vLLM and the registry load a plain model."""
 
 
 def default_stages() -> dict[str, Any]:
@@ -101,7 +106,7 @@ def default_stages() -> dict[str, Any]:
     }
 
 
-class GRPO(Section):
+class GRPO(TrainingCompute):
     """One DVC stage per curriculum stage; keys named like `GRPOConfig` fields go to the trainer config."""
 
     stages: dict[str, GRPOStage] = Field(default_factory=default_stages, min_length=1)
@@ -160,15 +165,6 @@ class GRPO(Section):
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of sampling and data order."""
-    bf16: bool | None = None
-    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
-    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
-    torch_threads: int = Field(0, ge=0)
-    """CPU threads for torch; 0 keeps torch's default."""
-    lora: LoraOptions = None
-    """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
-    `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage
-    saves: the next stage, vLLM and the registry load a plain model."""
 
     def rollout(self) -> RolloutConfig:
         """The rollout settings the stages train with."""

@@ -18,8 +18,11 @@ class CheckpointModel(mlflow.pyfunc.PythonModel):
 
         self.policy = TransformersPolicy.from_pretrained(context.artifacts["checkpoint"], greedy=True)
 
-    # No type hints on predict: MLflow would turn them into a strict input schema of strings.
-    def predict(self, context, model_input, params=None):
+    # The type hints are MLflow's input and output schema (it reads them when the class is defined): a list of
+    # conversations, each a list of messages of string fields ({"role": ..., "content": ...}), and a reply per
+    # conversation. MLflow checks a request against them and serves `{"inputs": [conversation, ...]}`; without
+    # them it warns at each load of this file (register imports it, log_model and load_model run it).
+    def predict(self, context, model_input: list[list[dict[str, str]]], params=None) -> list[str]:
         """The next assistant message of each conversation."""
         return [reply.content for reply in self.policy(list(model_input))]
 

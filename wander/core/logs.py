@@ -32,13 +32,13 @@ QUIET_ENV = {
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # a download bar per model read back from the registry
 }
 # Warnings one library raises about how it calls another, which nothing in wander or its params can change.
+# No filter here reaches a warning that a library raises under a `warnings.catch_warnings()` filter of its own
+# (MLflow's advice on a PythonModel's predict): that one is answered at its source (registered_model's type hints).
 LIBRARY_NOTICES = (
     (
         FutureWarning,
         r"`is_gradient_checkpointing` is deprecated",
     ),  # TRL's model unwrapping, transformers 5's rename
-    # MLflow's advice for a PythonModel: our predict takes conversations, which a type-hint schema would refuse.
-    (UserWarning, r".*Add type hints to the `predict` method"),
 )
 
 # `scheme://user:password@` in a URL: the userinfo part is a credential and never reaches a log or MLflow.

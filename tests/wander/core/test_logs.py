@@ -147,7 +147,6 @@ import os, warnings
 from wander.core.logs import configure_logging
 configure_logging("stage", verbose={verbose})
 warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning)
-warnings.warn("\\x1b[33mAdd type hints to the `predict` method to enable data validation", UserWarning)
 warnings.warn("a real problem: the checkpoint has no tokenizer", UserWarning)
 print("TRL_EXPERIMENTAL_SILENCE=" + os.environ.get("TRL_EXPERIMENTAL_SILENCE", "unset"))
 """
@@ -166,7 +165,6 @@ def test_library_notices_that_ask_nothing_are_off_and_a_real_warning_still_shows
     assert done.returncode == 0, done.stderr
     assert "a real problem: the checkpoint has no tokenizer" in done.stderr
     assert ("is_gradient_checkpointing" in done.stderr) == verbose
-    assert ("Add type hints" in done.stderr) == verbose
     assert ("TRL_EXPERIMENTAL_SILENCE=1" in done.stdout) == (not verbose)
 
 

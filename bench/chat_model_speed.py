@@ -163,7 +163,7 @@ def grpo_speed(path: str, params: Params, groups: int, group_size: int, steps: i
     from wander.training.curriculum import Curriculum
 
     config, name = params.grpo, params.env.name
-    first = next(iter(config.stages.values())).curriculum_stage(name, config.env.get(name, {}))
+    first = next(iter(config.curriculum(config.env.get(name, {})).values()))
     samples = groups * group_size
     stage = dataclasses.replace(first, batch_size=samples, num_generations=group_size, max_steps=1 + steps)
     env = load_environment(**params.env.kwargs())

@@ -34,7 +34,7 @@ def reproduce(stage: str, force: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse STAGE and --force; reproduce it."""
     parser = argparse.ArgumentParser(prog="python -m flows.dvc_stage", description=__doc__.splitlines()[0])
-    parser.add_argument("stage", help="a stage of dvc.yaml, e.g. sft or grpo@wide")
+    parser.add_argument("stage", help="a stage of dvc.yaml, e.g. sft or grpo")
     parser.add_argument("--force", action="store_true", help="run it even when nothing it depends on changed")
     args = parser.parse_args(argv)
     return reproduce(args.stage, args.force)

@@ -14,10 +14,14 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prefect import flow, task
 
 from flows.pipeline import PROJECT, stoppable, stream
+
+if TYPE_CHECKING:
+    from tasks.params.sections import Params
 
 RETRAIN_DIR = "retrain"
 
@@ -42,21 +46,20 @@ def fetch_champion(root: str, model_name: str, alias: str, dest: str) -> str:
     return dest
 
 
-def retrain_params(params: dict, work: Path, seed: int) -> dict:
-    """The pipeline's params pointed at the retrain folder: fresh seeds, GRPO from the champion."""
+def retrain_params(params: dict, loaded: Params, work: Path, seed: int) -> dict:
+    """The pipeline's params (as given, and `loaded`) pointed at the retrain folder: fresh seeds, the curriculum
+    from the champion."""
     params = copy.deepcopy(params)
     layout = params["layout"]
     for key in ("datasets", "models", "eval", "metrics", "details", "work"):
         layout[key] = str(work / key)
     params["generate"]["seed"] = seed  # fresh episode seeds: GRPO plays the generated train split
-    stages = params["grpo"]["stages"]
-    names = list(stages)
-    stages[names[0]]["start"] = "champion"
-    last = f"grpo-{names[-1]}"
-    lineage = {"champion": str(work / "models/champion"), "candidate": str(work / "models" / last)}
+    params["grpo"]["start"] = "champion"
+    last = list(loaded.grpo.stage_models(layout["models"]).values())[-1]  # the curriculum's last model
+    lineage = {"champion": str(work / "models/champion"), "candidate": last}
     # Every row register's gates read: the candidate, its start model (the champion) and the baseline (the teacher).
     baseline = params["register"].get("baseline")
-    policies = params["evaluate"]["policies"]
+    policies = loaded.evaluate.policies
     # A baseline that is no policy row is a scripted reference row, which evaluate plays anyway.
     gates = {baseline: policies[baseline]} if baseline in policies else {}
     params["evaluate"].update(policies={**lineage, **gates}, out_dir=layout["eval"], baseline="champion")
@@ -85,14 +88,13 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
     params = load_params(Path(root) / PARAMS_FILE, params=given)
     model_name = model_name or params.registered_model_name()
     work = Path(params.layout.work) / RETRAIN_DIR / f"seed-{seed}"
-    derived = retrain_params(given, work, seed)
+    derived = retrain_params(given, params, work, seed)
     params_file = Path(root) / work / PARAMS_FILE
     write_text(params_file, yaml_text(derived))
     with pipeline_run("retrain", {"seed": seed}, root=root) as run_id:
         fetch_champion(root, model_name, "champion", str(Path(root) / work / "models/champion"))
         run_module("generate", ["--params", str(params_file)], root, run_id)
-        for stage in derived["grpo"]["stages"]:
-            run_module("grpo", ["--stage", stage, "--params", str(params_file)], root, run_id)
+        run_module("grpo", ["--params", str(params_file)], root, run_id)
         run_module("evaluate", ["--params", str(params_file)], root, run_id)
         run_module("register", ["--params", str(params_file)], root, run_id)
     result = json.loads((Path(root) / work / "metrics/register.json").read_text())

@@ -1,30 +1,73 @@
-"""A grpo stage: one curriculum stage of GRPO on the environment, from the previous stage's model.
+"""The grpo stage: the env's GRPO curriculum, each curriculum stage from the previous one's model.
 
-python -m tasks.grpo --stage NAME [--params params.yaml] [--profile smoke]
+python -m tasks.grpo [--params params.yaml] [--profile smoke]
+
+Each curriculum stage saves `<layout.models>/grpo/<name>` atomically with the fingerprint of what it trained on (its
+settings, its start model's content, the episodes and the code): a rerun keeps a stage whose fingerprint is
+unchanged and trains from the first one that changed, so editing the last stage's steps retrains only that stage.
+DVC keeps the folder between runs (`persist` in dvc.yaml) for that; a killed stage resumes from its checkpoint.
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
+import shutil
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 from tasks.params.sections import Params
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import fingerprint, stage_code
-from tasks.runtime.tracking import log_params, set_tags, write_metrics
+from tasks.runtime.tracking import log_metrics, log_params, set_tags, write_metrics
 from tasks.runtime.trainer_args import trainer_args
-from wander.core.atomic_io import atomic_dir, clean_leftovers, write_json
+from wander.core.atomic_io import TEMP_NAME, atomic_dir, clean_leftovers, write_json
 from wander.core.pipeline_hooks import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
 
 logger = logging.getLogger(__name__)
 
+STAGE_FILE = "grpo_stage.json"
+"""In each curriculum stage's model folder: the fingerprint it was trained with and its headline metrics."""
 
-def run(params: Params, stage: str) -> dict:
-    """Train one curriculum stage (resuming from its checkpoint), save <models>/grpo-<stage> atomically."""
+PartRun = Callable[[str], AbstractContextManager[Any]]
+
+
+def run(params: Params, part_run: PartRun) -> dict:
+    """Train every curriculum stage whose inputs changed, in order; return each stage's metrics by model row."""
+    config, layout = params.grpo, params.layout
+    stages = config.curriculum(config.env.get(params.env.name, {}))
+    folders = config.stage_models(layout.models)
+    out = Path(next(iter(folders.values()))).parent
+    start = Path(layout.models) / config.start
+    if not start.is_dir():
+        raise FileNotFoundError(f"the GRPO curriculum starts from {start}, which does not exist yet")
+    if out.is_dir():  # folders of stages the curriculum no longer has (another env's): not this run's models
+        for entry in out.iterdir():  # a save's temporaries are each stage's to clean (or to put back)
+            if entry.name not in stages and not TEMP_NAME.fullmatch(entry.name):
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    metrics = {}
+    for index, (row, folder) in enumerate(folders.items()):
+        metrics[row] = train_stage(params, stages, index, start, Path(folder), part_run)
+        start = Path(folder)
+    write_metrics(Path(layout.metrics) / "grpo.json", metrics)
+    return metrics
+
+
+def train_stage(
+    params: Params,
+    stages: dict[str, Any],
+    index: int,
+    start_model: Path,
+    out: Path,
+    part_run: PartRun,
+) -> dict:
+    """Train curriculum stage `index` from `start_model` into `out` (resuming from its checkpoint), unless `out`
+    holds this very training's model (the same fingerprint); return its metrics."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
@@ -35,97 +78,93 @@ def run(params: Params, stage: str) -> dict:
     from wander.training.lora import lora_config, save_trained
 
     config, layout = params.grpo, params.layout
-    if stage not in config.stages:
-        raise ValueError(f"unknown grpo stage {stage!r}; params.yaml grpo.stages has {list(config.stages)}")
-    out = Path(layout.models) / f"grpo-{stage}"
+    name = list(stages)[index]
     clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before the training
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
-    # The training env's settings: this env's blocks of the section and of the stage, over `env.<name>`.
-    name = params.env.name
-    stages = {key: s.curriculum_stage(name, config.env.get(name, {})) for key, s in config.stages.items()}
-    start_model = Path(layout.models) / config.stages[stage].start
-    if not start_model.is_dir():
-        raise FileNotFoundError(f"grpo stage {stage!r} starts from {start_model}, which does not exist yet")
-    # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.
     env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
-    # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
-    batch, group = stages[stage].batch_size, stages[stage].num_generations or config.num_generations
-    rollout = config.rollout()
     # A null budget is the env's, resolved where the env is built and logged beside the null the params say; the
-    # trainer, the curve and the resume fingerprint see the number.
+    # trainer, the curve and the fingerprint see the number.
     curve_tokens = reply_budget(env, config.max_completion_length)
+    rollout = config.rollout()
     budget = rollout.completion_budget(env, config.max_completion_length)
     config = config.model_copy(update={"max_completion_length": budget})
-    log_params({"resolved/grpo/max_completion_length": budget})
-    env = episode_env(params.env, env, live=batch + batch // group)
-    args = trainer_args(GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1)
-    index = list(stages).index(stage)
-    curriculum = Curriculum(list(stages.values()))
-    start = time.monotonic()
-    spec = trainer_spec(
-        GRPOTrainer,
-        args=args,
-        rollout=rollout,
-        peft_config=lora_config(config.lora),
-    )
-    trainer = curriculum.trainer(env, spec, index, model=str(start_model))
-    if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
-        curve_env = load_environment(**params.env.kwargs())
-        curve = LearningCurveCallback(  # greedy replies as long as a rollout's model turns: never cut shorter
-            curve_env,
-            trainer,
-            config.curve_every,
-            max_new_tokens=curve_tokens,
-            keep_best=config.keep_best,
-        )
-        trainer.add_callback(curve)
-    # The env and the episode specs decide the episodes too; where they are played does not (they are the same).
-    # And the code: checkpoints of other code are never resumed.
-    inputs = (config, params.env.kwargs(), stage)
+    # What the stage trains on: its own settings and the section's (not the other stages'), the env, the start
+    # model's content (an earlier stage retrained is a new start), the episodes and the code: checkpoints or models
+    # of anything else are never reused.
+    inputs = (config.model_copy(update={"stages": None}), stages[name], params.env.kwargs())
     code = stage_code("tasks.grpo", params.env.name)
-    result = train_resumable(
-        trainer, fingerprint=fingerprint(inputs, start_model, layout.datasets, code=code)
-    )
-    with atomic_dir(out) as tmp:
-        save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
-        # The stage's learning curve travels with its model (log_history is restored on resume: never partial).
-        write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
-    # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
-    drop_checkpoints(trainer.args.output_dir)
-    seconds = time.monotonic() - start
-    steps = trainer.state.global_step
-    logged = [h for h in trainer.state.log_history if "reward" in h]
-    metrics = {  # the file's name says the stage: a string here would be one more `dvc metrics show` column
-        "steps": steps,
-        "seconds": round(seconds, 1),
-        "seconds_per_step": round(seconds / max(steps, 1), 3),
-        "final_reward": logged[-1]["reward"] if logged else None,
-        "train_loss": result.training_loss,
-    }
-    kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
-    if kept:  # the saved model is this step's (keep_best), not necessarily the last one's
-        metrics["kept_step"] = int(kept[-1]["curve_best/step"])
-    write_metrics(Path(layout.metrics) / f"grpo-{stage}.json", metrics)
-    set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": stage})
+    key = fingerprint(inputs, start_model, layout.datasets, code=code)
+    done = out / STAGE_FILE
+    if done.is_file() and json.loads(done.read_text())["fingerprint"] == key:
+        logger.info("grpo@%s: kept %s (trained on the same inputs)", name, out)
+        return json.loads(done.read_text())["metrics"]
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    with part_run(f"grpo@{name}"):
+        log_params({"resolved/grpo/max_completion_length": budget})
+        # Episodes (seeds, strata, sides) are the generated train split's; each stage draws opponents in its range.
+        batch, group = stages[name].batch_size, stages[name].num_generations or config.num_generations
+        # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
+        env = episode_env(params.env, env, live=batch + batch // group)
+        args = trainer_args(
+            GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1
+        )
+        start = time.monotonic()
+        spec = trainer_spec(GRPOTrainer, args=args, rollout=rollout, peft_config=lora_config(config.lora))
+        trainer = Curriculum(list(stages.values())).trainer(env, spec, index, model=str(start_model))
+        if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
+            curve = (
+                LearningCurveCallback(  # greedy replies as long as a rollout's model turns: never cut shorter
+                    load_environment(**params.env.kwargs()),
+                    trainer,
+                    config.curve_every,
+                    max_new_tokens=curve_tokens,
+                    keep_best=config.keep_best,
+                )
+            )
+            trainer.add_callback(curve)
+        result = train_resumable(trainer, fingerprint=key)
+        metrics = headline(trainer, result.training_loss, time.monotonic() - start)
+        with atomic_dir(out) as tmp:
+            save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
+            # The learning curve travels with its model (log_history is restored on resume: never partial).
+            write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
+            write_json(tmp / STAGE_FILE, {"fingerprint": key, "metrics": metrics})
+        # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
+        drop_checkpoints(trainer.args.output_dir)
+        log_metrics(metrics)
+        set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": name})
     logger.info(
-        "grpo@%s: %d steps in %.0f s, final reward %s", stage, steps, seconds, metrics["final_reward"]
+        "grpo@%s: %d steps in %.0f s, final reward %s",
+        name,
+        metrics["steps"],
+        metrics["seconds"],
+        metrics["final_reward"],
     )
     return metrics
 
 
+def headline(trainer: Any, train_loss: float, seconds: float) -> dict:
+    """A curriculum stage's few numbers: steps, time, the last logged reward, the loss and the kept step."""
+    steps = trainer.state.global_step
+    logged = [h for h in trainer.state.log_history if "reward" in h]
+    metrics = {
+        "steps": steps,
+        "seconds": round(seconds, 1),
+        "seconds_per_step": round(seconds / max(steps, 1), 3),
+        "final_reward": logged[-1]["reward"] if logged else None,
+        "train_loss": train_loss,
+    }
+    kept = [h for h in trainer.state.log_history if "curve_best/step" in h]
+    if kept:  # the saved model is this step's (keep_best), not necessarily the last one's
+        metrics["kept_step"] = int(kept[-1]["curve_best/step"])
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`--stage NAME` picks the curriculum stage; the other options are every stage's."""
+    """Run the stage from the command line (one MLflow run per curriculum stage)."""
     from tasks.runtime.stage import stage_main
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--stage" not in argv or argv.index("--stage") + 1 >= len(argv):
-        print("grpo: error: --stage NAME is required (a key of params.yaml grpo.stages)", file=sys.stderr)
-        return 2
-    i = argv.index("--stage")
-    stage = argv[i + 1]
-    del argv[i : i + 2]
-    return stage_main("grpo", functools.partial(run, stage=stage), argv, run_name=f"grpo@{stage}")
+    return stage_main("grpo", run, argv, runs_per_part=True)
 
 
 if __name__ == "__main__":

@@ -316,7 +316,7 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
     assert link_problem(page, "training.md#resume") is None
     assert link_problem(page, "https://example.com/x") is None
     assert params_key_problem("grpo.learning_rate") is None
-    assert params_key_problem("grpo.stages.strong.max_steps") is None
+    assert params_key_problem("grpo.stages.strong.temperature") is None
     assert params_key_problem("env.tictactoe.history") is None
     assert params_key_problem("synthesize.teacher.max_concurrency") is None
     assert "no key 'learning_rat'" in params_key_problem("grpo.learning_rat")

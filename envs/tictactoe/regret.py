@@ -95,7 +95,7 @@ def _move(board: str, mark: str, cell: int | None, reach: float, value_lost: flo
 def main() -> None:
     """Print a model's wins against a random player, the limits, and its largest regrets."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="a model folder (e.g. data/models/grpo-polish)")
+    parser.add_argument("model", help="a model folder (e.g. data/models/grpo/polish)")
     parser.add_argument("--top", type=int, default=20, help="moves to list per side")
     args = parser.parse_args()
     from wander.core.registry import load_environment

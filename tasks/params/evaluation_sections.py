@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks.params.section_base import Section
-from tasks.params.training_sections import default_stages
 from wander.eval.config import EvaluateConfig
 
 
-def _lineage() -> dict[str, str]:
-    # The models of the default curriculum in training order: the evaluation's model rows, register's lineage.
-    models = ["base", "sft", *(f"grpo-{stage}" for stage in default_stages())]
-    return {name: f"data/models/{name}" for name in models}
-
-
 class Evaluate(Section, EvaluateConfig):
-    """The evaluate stage's section: `wander.eval.config.EvaluateConfig`, its keys and defaults. params.yaml's
-    `policies` are the pipeline's lineage (base, sft, each GRPO stage) and the teacher, where the library's
-    default rows are the teacher alone."""
+    """The evaluate stage's section: `wander.eval.config.EvaluateConfig`, its keys and defaults, but `policies`."""
+
+    policies: dict[str, str] | None = Field(None, min_length=1)
+    """Row name -> policy spec, in row order (`EvaluateConfig.policies`); null = the pipeline's lineage (base, sft,
+    each stage of the env's GRPO curriculum) and the env's teacher, filled when params are loaded."""
+
+    # The library's rules on the rows wait for them: null rows are filled from the curriculum, then checked.
+    @model_validator(mode="after")
+    def _vllm_rows_are_models(self) -> Evaluate:
+        return self if self.policies is None else EvaluateConfig._vllm_rows_are_models(self)
+
+    @model_validator(mode="after")
+    def _baseline_is_a_row(self) -> Evaluate:
+        return self if self.policies is None else EvaluateConfig._baseline_is_a_row(self)
 
 
 class Register(Section):
@@ -26,10 +30,10 @@ class Register(Section):
 
     model_name: str | None = None
     """Registered model name; null = `wander-<env.name>`."""
-    candidate: str = "grpo-polish"
-    """Row of the evaluation matrix (and lineage entry) registered."""
-    lineage: dict[str, str] = Field(default_factory=_lineage)
-    """Checkpoints in training order, name -> folder."""
+    candidate: str | None = None
+    """Row of the evaluation matrix (and lineage entry) registered; null = the last stage of the GRPO curriculum."""
+    lineage: dict[str, str] | None = Field(None, min_length=1)
+    """Checkpoints in training order, name -> folder; null = base, sft and each stage of the GRPO curriculum."""
     datasets: list[str] = Field(default_factory=lambda: ["data/datasets", "data/sft"])
     """Data folders the candidate was trained on; their DVC hashes become version tags."""
     eval_dir: str = EvaluateConfig.model_fields["out_dir"].default

@@ -123,19 +123,17 @@ def check_env(params: Params, source: str = PARAMS_FILE) -> None:
         if config is not None:
             blocks[name] = {k: getattr(config, k) for k in settings}  # as the env reads them
     params.env.__pydantic_extra__ = blocks
-    # GRPO's blocks change the env's block for training: checked merged over it, as the stage builds them.
-    grpo = params.grpo
-    layers = [("grpo.env", grpo.env, {})] + [
-        (f"grpo.stages.{k}.env", s.env, grpo.env) for k, s in grpo.stages.items()
-    ]
-    for where, layer, under in layers:
-        for name, settings in layer.items():
-            unknown = params.env.unknown_block(name)
-            if unknown:
-                raise ParamsError(f"{source}: section {where!r}: {unknown}")
-            _env_config(
-                name, {**blocks.get(name, {}), **under.get(name, {}), **settings}, source, f"{where}.{name}"
-            )
+    # GRPO's blocks change the env's block for training: checked merged over it, as the stage builds them. The
+    # section's are per env; the curriculum's stages are the played env's own.
+    grpo, name = params.grpo, params.env.name
+    for key, settings in grpo.env.items():
+        unknown = params.env.unknown_block(key)
+        if unknown:
+            raise ParamsError(f"{source}: section 'grpo.env': {unknown}")
+        _env_config(key, {**blocks.get(key, {}), **settings}, source, f"grpo.env.{key}")
+    training = {**blocks.get(name, {}), **grpo.env.get(name, {})}
+    for key, stage in (grpo.stages or {}).items():
+        _env_config(name, {**training, **stage.env}, source, f"grpo.stages.{key}.env")
 
 
 def _env_config(name: str, settings: dict[str, Any], source: str, section: str) -> Any:

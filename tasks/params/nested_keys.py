@@ -1,4 +1,4 @@
-"""Nested mappings as one level of joined keys: params as dotted keys (`grpo.stages.wide.max_steps`), metrics as
+"""Nested mappings as one level of joined keys: params as dotted keys (`sft.learning_rate`), metrics as
 MLflow names (`eval/win`)."""
 
 from __future__ import annotations

@@ -27,9 +27,7 @@ RECIPE_KEYS = (
     "sft.learning_rate",
     "grpo.learning_rate",
     "grpo.play_on",
-    "grpo.stages.wide.max_steps",
-    "grpo.stages.strong.max_steps",
-    "grpo.stages.polish.max_steps",
+    "grpo.stages",
 )
 """The params keys an env's recipe sets, each null in params.yaml (docs/pipeline.md, "The env's recipe")."""
 
@@ -54,9 +52,14 @@ def recipe_of(env_name: str) -> tuple[Path, dict[str, Any]]:
     from wander.core.registry import DEFAULT_ENV
 
     path = recipe_path(env_name)
-    if path is None or not path.is_file():
+    borrowed = path is None or not path.is_file()
+    if borrowed:
         path = recipe_path(DEFAULT_ENV)  # an env without a recipe (yet) trains like the case study
-    values = flatten(read_yaml(path), sep=".")
+    values = _recipe_values(read_yaml(path))
+    if borrowed and isinstance(values.get("grpo.stages"), Mapping):  # its stages' env settings are that env's
+        values["grpo.stages"] = {
+            k: {f: v for f, v in s.items() if f != "env"} for k, s in values["grpo.stages"].items()
+        }
     unknown, missing = sorted(set(values) - set(RECIPE_KEYS)), sorted(set(RECIPE_KEYS) - set(values))
     if unknown or missing:
         raise ParamsError(
@@ -72,19 +75,31 @@ def apply_recipe(params: Mapping) -> dict:
     return _filled(params, recipe_of(_env_name(params))[1])
 
 
+def _recipe_values(data: Mapping) -> dict[str, Any]:
+    """A recipe as {dotted params key: value}, a recipe key's value whole (`grpo.stages`: the curriculum)."""
+    values: dict[str, Any] = {}
+    for key, value in flatten(data, sep=".").items():
+        whole = next((k for k in RECIPE_KEYS if key.startswith(f"{k}.")), None)
+        if whole is None:
+            values[key] = value
+        elif whole not in values:
+            *path, field = whole.split(".")
+            block = data
+            for part in path:
+                block = block[part]
+            values[whole] = block[field]
+    return values
+
+
 def _filled(params: Mapping, recipe: Mapping[str, Any]) -> dict:
     filled = copy.deepcopy(dict(params))
     for key in RECIPE_KEYS:
         *path, field = key.split(".")
         block = filled
-        for parent, part in zip([None, *path], path, strict=False):
-            # A recipe never adds a stage the params do not run, nor `stages` itself (the model's default stages).
-            if "stages" in (parent, part) and isinstance(block, dict) and part not in block:
-                block = None
-            else:
-                block = block.setdefault(part, {}) if isinstance(block, dict) else None
+        for part in path:
+            block = block.setdefault(part, {}) if isinstance(block, dict) else None
         if isinstance(block, dict) and block.get(field) is None:  # not a mapping: the params model reports it
-            block[field] = recipe[key]
+            block[field] = copy.deepcopy(recipe[key])
     return filled
 
 
@@ -93,15 +108,27 @@ def recipe_line(params: Mapping) -> str:
     recipe file the others come from."""
     env_name = _env_name(params)
     path, recipe = recipe_of(env_name)
-    given, used = flatten(params, sep="."), flatten(_filled(params, recipe), sep=".")
+    given, used = _recipe_values(params), _recipe_values(_filled(params, recipe))
+    grpo = params.get("grpo")
+    steps = (
+        grpo.get("max_steps") if isinstance(grpo, Mapping) else None
+    )  # every stage's, when a profile sets it
     parts = [
-        f"{key} {used[key]}" + (" (set)" if given.get(key) is not None else "")
+        f"{key} {_shown_value(used[key], steps)}" + (" (set)" if given.get(key) is not None else "")
         for key in RECIPE_KEYS
         if key in used
     ]
     own = path == recipe_path(env_name)
     whose = _shown(path) if own else f"it has none: {_shown(path)}"
     return f"recipe (null = env {env_name}'s; {whose}): " + ", ".join(parts)
+
+
+def _shown_value(value: Any, steps: int | None) -> str:
+    """A recipe value as the line shows it: a curriculum as its stages and their steps (`{wide 40, strong 60}`),
+    `steps` (grpo.max_steps) over each stage's own when set."""
+    if isinstance(value, Mapping):  # grpo.stages
+        return "{" + ", ".join(f"{k} {steps or (s or {}).get('max_steps')}" for k, s in value.items()) + "}"
+    return str(value)
 
 
 def _env_name(params: Mapping) -> str:

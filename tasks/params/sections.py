@@ -20,14 +20,15 @@ Adding a key is one line in its section's class and its value in params.yaml.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError, model_validator
 
 from tasks.params.data_sections import BuildModel, Curate, Generate, Synthesize
 from tasks.params.evaluation_sections import Evaluate, Register
 from tasks.params.section_base import Section
 from tasks.params.shared_sections import Env, Layout
-from tasks.params.training_sections import GRPO, SFT
+from tasks.params.training_sections import GRPO, SFT, stage_models
 
 with warnings.catch_warnings():
     # `register` shadows ABCMeta.register (a class method nobody calls on params); the field is what we mean.
@@ -46,6 +47,31 @@ with warnings.catch_warnings():
         grpo: GRPO = Field(default_factory=GRPO)
         evaluate: Evaluate = Field(default_factory=Evaluate)
         register: Register = Field(default_factory=Register)
+
+        @model_validator(mode="before")
+        @classmethod
+        def _follow_the_curriculum(cls, data: Any) -> Any:
+            # The rows, lineage and candidate left null follow the curriculum (the env's, once its recipe filled
+            # it): another env's stages are other rows, with no key of params.yaml to edit. Filled before the
+            # sections are checked, so `evaluate`'s own rules (baseline and vLLM rows among the rows) see them.
+            stages = (data.get("grpo") or {}).get("stages") if isinstance(data, dict) else None
+            if not isinstance(stages, dict) or not stages:
+                return data  # no curriculum (yet): nothing to follow; a bad value is the grpo section's to report
+            try:
+                layout = Layout.model_validate(data.get("layout") or {})
+            except ValidationError:
+                return data  # the layout section reports it
+            models = layout.models
+            lineage = {"base": layout.base_model, "sft": f"{models}/sft", **stage_models(models, stages)}
+            data = dict(data)
+            evaluate, register = dict(data.get("evaluate") or {}), dict(data.get("register") or {})
+            if evaluate.get("policies") is None:
+                evaluate["policies"] = {**lineage, "teacher": "teacher"}
+            if register.get("lineage") is None:
+                register["lineage"] = lineage
+            if register.get("candidate") is None:
+                register["candidate"] = list(lineage)[-1]
+            return {**data, "evaluate": evaluate, "register": register}
 
         def registered_model_name(self) -> str:
             """The registry's model name: `register.model_name`, null = `wander-<env.name>` (one per environment)."""

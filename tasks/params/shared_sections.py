@@ -30,7 +30,7 @@ class Layout(Section):
     """The breakdown behind a stage's headline, one JSON per stage (plain DVC outs: outside `metrics`, so
     `dvc metrics show data/metrics` lists headlines only)."""
     models: str = "data/models"
-    """Trained checkpoints: sft, grpo-<stage>."""
+    """Trained checkpoints: sft, grpo/<curriculum stage>."""
     eval: str = "data/eval"
     """The evaluation matrix, report and plots."""
     work: str = "data/work"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, model_validator
@@ -15,26 +16,28 @@ from wander.training.rollout_config import RolloutConfig
 
 @dataclasses.dataclass
 class _GRPOStage(CurriculumStage):
-    start: str = "sft"
-    """Model folder under `layout.models` the stage trains from: `sft` or `grpo-<earlier stage>`."""
-    env: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    """The stage's env settings, one block per environment (tic-tac-toe: `random_move_prob`, the opponent range);
-    the block of `env.name` applies, an environment without one plays the stage with its own settings."""
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The stage's settings of the env it trains (tic-tac-toe: `random_move_prob`, the opponent range), over
+    `grpo.env`'s block of that env: a curriculum is one env's, so its settings need no env name."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        # One way to say a stage's env settings in params: per env, so another env.name never meets them.
+        # One way to say a stage's env settings in params: its `env` block.
         for key in ("random_move_prob", "env_kwargs"):
             if getattr(self, key):
                 raise ValueError(
-                    f"stage {self.name!r}: write {key} per environment, e.g. env: {{tictactoe: {{random_move_prob: "
-                    "[0.0, 0.5]}}} (an environment without a block plays with its own settings)"
+                    f"stage {self.name!r}: write {key} in the stage's env block, e.g. env: {{random_move_prob: "
+                    "[0.0, 0.5]}"
                 )
 
-    def curriculum_stage(self, env: str, settings: dict[str, Any]) -> CurriculumStage:
-        """The library's stage for env `env`: its block here over `settings` (the section's) as `env_kwargs`."""
+    def curriculum_stage(self, settings: dict[str, Any], max_steps: int | None = None) -> CurriculumStage:
+        """The library's stage: its env block over `settings` (the section's) as `env_kwargs`, and `max_steps`
+        when given (the section's, over the stage's own)."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(CurriculumStage)}
-        return CurriculumStage(**{**fields, "env_kwargs": {**settings, **self.env.get(env, {})}})
+        fields["env_kwargs"] = {**settings, **self.env}
+        if max_steps is not None:
+            fields["max_steps"] = max_steps
+        return CurriculumStage(**fields)
 
 
 GRPOStage = checked(_GRPOStage, config=FORBID)
@@ -90,28 +93,25 @@ class SFT(TrainingCompute):
     """Seed of data order and dropout."""
 
 
-def default_stages() -> dict[str, Any]:
-    # Every opponent skill first, then the stronger half, so defence is what the next updates train; then a slow
-    # polish against the weaker half (why: docs/experiments/defaults.md#grpo).
-    stages = {
-        "wide": ("sft", [0.0, 1.0], 40),
-        "strong": ("grpo-wide", [0.0, 0.5], 60),
-        "polish": ("grpo-strong", [0.5, 1.0], 80),
-    }
-    return {
-        name: GRPOStage(
-            name=name, start=start, max_steps=steps, env={"tictactoe": {"random_move_prob": skills}}
-        )
-        for name, (start, skills, steps) in stages.items()
-    }
+def stage_models(models: str, stages: Iterable[str]) -> dict[str, str]:
+    """The model of each curriculum stage, evaluation row -> folder, in training order: `grpo-<name>` ->
+    `<models>/grpo/<name>` (the grpo stage's one DVC output, `<models>/grpo`)."""
+    return {f"grpo-{name}": f"{models}/grpo/{name}" for name in stages}
 
 
 class GRPO(TrainingCompute):
-    """One DVC stage per curriculum stage; keys named like `GRPOConfig` fields go to the trainer config."""
+    """The grpo stage: the env's curriculum of GRPO runs, one after another, each from the previous one's model.
+    Keys named like `GRPOConfig` fields go to the trainer config."""
 
-    stages: dict[str, GRPOStage] = Field(default_factory=default_stages, min_length=1)
-    """Curriculum stages in order, name -> `CurriculumStage` fields plus `start` (wander/training/curriculum_config.py).
-    A stage's `max_steps` left null is the env's recipe (for the stages wide, strong and polish)."""
+    start: str = "sft"
+    """Model folder under `layout.models` the first curriculum stage trains from (the retrain flow: the champion)."""
+    stages: dict[str, GRPOStage] | None = Field(None, min_length=1)
+    """The curriculum: stages in training order, name -> `CurriculumStage` fields (wander/training/
+    curriculum_config.py) and the stage's `env` settings; each trains from the previous one's model into
+    `<layout.models>/grpo/<name>`, evaluated as row `grpo-<name>`. Null = the env's recipe (its own stages: why
+    tic-tac-toe's three, docs/experiments/defaults.md#grpo); set, it replaces the env's curriculum whole."""
+    max_steps: int | None = Field(None, ge=1)
+    """Optimizer steps of every curriculum stage; null = each stage's own (a short profile sets one number)."""
     num_generations: int = Field(8, ge=2)
     """Episodes per group (same spec, same opponent)."""
     batch_size: int = Field(CurriculumStage.batch_size, ge=1)
@@ -174,6 +174,14 @@ class GRPO(TrainingCompute):
             branch_at=self.branch_at,
             tool_protocol=self.tool_protocol,
         )
+
+    def curriculum(self, settings: dict[str, Any]) -> dict[str, CurriculumStage]:
+        """The library's stages by name, in order, for an env whose section block is `settings`."""
+        return {k: s.curriculum_stage(settings, self.max_steps) for k, s in (self.stages or {}).items()}
+
+    def stage_models(self, models: str) -> dict[str, str]:
+        """Each curriculum stage's model, evaluation row -> folder, in training order (`stage_models`)."""
+        return stage_models(models, self.stages or {})
 
     @model_validator(mode="before")
     @classmethod

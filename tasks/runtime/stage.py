@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from tasks.params.load import ParamsError, add_params_arguments, load_params, restrict
 from tasks.params.nested_keys import flatten
-from tasks.params.sections import READS, Params
+from tasks.params.sections import READS
 from tasks.runtime.validation import DataValidationError, InputError
 from wander.core.logs import configure_logging
 from wander.core.process_tree import WATCH_PID_ENV, Stopped, stop_on_signals, stop_when_gone
@@ -33,9 +34,12 @@ STOP_GRACE = 10.0
 
 
 def stage_main(
-    stage: str, run: Callable[[Params], dict], argv: Sequence[str] | None = None, run_name: str | None = None
+    stage: str, run: Callable[..., dict], argv: Sequence[str] | None = None, runs_per_part: bool = False
 ) -> int:
-    """Parse the stage's options, load its params, run it under MLflow; return the process exit status."""
+    """Parse the stage's options, load its params, run it under MLflow; return the process exit status.
+
+    A stage made of parts (grpo: one per curriculum stage) has `runs_per_part`: it is called with a function
+    that opens a part's run by name (a sibling of the other stages' runs), and opens one for each part it runs."""
     parser = argparse.ArgumentParser(
         prog=f"python -m tasks.{stage}", description=f"The {stage} stage of wander."
     )
@@ -57,12 +61,16 @@ def stage_main(
     try:
         with stop_with_runner():  # the stage may start servers: a stop must unwind them
             if args.no_mlflow:
-                metrics = run(restrict(params, stage))
+                part_run = _no_run
             else:
                 from tasks.runtime.tracking import stage_run
 
                 logged = {s: getattr(params, s).model_dump(mode="json") for s in READS[stage]}
-                with stage_run(run_name or stage, logged):
+                part_run = functools.partial(stage_run, params=logged)
+            if runs_per_part:
+                metrics = run(restrict(params, stage), part_run)
+            else:
+                with part_run(stage):
                     metrics = run(restrict(params, stage))
     except (DataValidationError, InputError, ParamsError, FileNotFoundError) as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
@@ -78,6 +86,12 @@ def stage_main(
         "done in %.1f s: %s", time.monotonic() - start, json.dumps(headline(metrics), default=str)
     )
     return 0
+
+
+@contextlib.contextmanager
+def _no_run(name: str) -> Iterator[None]:
+    """A part's run when MLflow is off: none."""
+    yield
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-LINEAGE = ["base", "sft", "grpo-wide", "grpo-strong", "grpo-polish"]
+from tasks.params.load import load_params
 
 
 def read_json(project: Path, path: str) -> dict:
@@ -31,6 +31,12 @@ def run_params(project: Path) -> dict:
     return yaml.safe_load((project / "params.yaml").read_text())
 
 
+def lineage(project: Path) -> dict[str, str]:
+    """The run's models in training order, name -> folder, as the params model derives them from the env's
+    curriculum (base, sft, each GRPO stage)."""
+    return load_params(project / "params.yaml").register.lineage
+
+
 def check_training_stages(project: Path) -> None:
     """SFT ran one step per batch of its examples per epoch, each GRPO stage its max_steps; finite losses; the
     rubric's reward (0 to 1 for every rubric env here) bounds GRPO's final reward."""
@@ -40,9 +46,10 @@ def check_training_stages(project: Path) -> None:
     assert sft["games"] == curate["train"]
     assert sft["steps"] == math.ceil(sft["examples"] / batch) * params["sft"]["num_train_epochs"]
     assert math.isfinite(sft["train_loss"]) and sft["train_loss"] > 0
-    for name, stage in params["grpo"]["stages"].items():
-        grpo = read_json(project, f"data/metrics/grpo-{name}.json")
-        assert grpo["steps"] == stage["max_steps"] and math.isfinite(grpo["train_loss"]), name
+    stages = read_json(project, "data/metrics/grpo.json")
+    assert list(stages) == list(lineage(project))[2:]  # one headline per stage of the env's curriculum
+    for name, grpo in stages.items():
+        assert grpo["steps"] == params["grpo"]["max_steps"] and math.isfinite(grpo["train_loss"]), name
         assert 0.0 <= grpo["final_reward"] <= 1.0, name
 
 
@@ -57,8 +64,9 @@ def matrix_rows(project: Path, env: str, metrics: set[str]) -> list[dict]:
         "policy", "opponent", "side", "decoding", "games", "errored", "reward", "reward_ci_low", "reward_ci_high",
         "reward_sd",
     ] and metrics <= set(rows[0])  # fmt: skip
-    assert list(dict.fromkeys(r["policy"] for r in rows)) == [*LINEAGE, "teacher", "expert"]
-    for policy in (*LINEAGE, "teacher", "expert"):
+    models = list(lineage(project))
+    assert list(dict.fromkeys(r["policy"] for r in rows)) == [*models, "teacher", "expert"]
+    for policy in (*models, "teacher", "expert"):
         cells = [r for r in rows if r["policy"] == policy]
         assert {(r["opponent"], r["side"]) for r in cells} == {
             (f"stratum-{k}", s) for k in range(strata) for s in ("eval", "test")
@@ -74,15 +82,16 @@ def check_headline_and_register(project: Path, rows: list[dict]) -> None:
     """metrics.json holds the reward of the candidate and the teacher per split, the mean of their cells; register
     made version 1 from it, the teacher gate off (the smoke profile) and the start-model gate passed."""
     headline = read_json(project, "data/eval/metrics.json")
-    assert set(headline) == {"grpo-polish", "teacher"}
+    *_, start, candidate = lineage(project)
+    assert set(headline) == {candidate, "teacher"}
     for policy, values in headline.items():
         assert set(values) == {"reward"} and set(values["reward"]) == {"all", "eval", "test"}
         cells = [float(r["reward"]) for r in rows if r["policy"] == policy]
         assert values["reward"]["all"] == pytest.approx(sum(cells) / len(cells), abs=1e-4)  # equal cells
     register = read_json(project, "data/metrics/register.json")
     assert register["version"] == 1 and register["promoted"] is True
-    assert register["candidate_reward"] == pytest.approx(headline["grpo-polish"]["reward"]["all"], abs=1e-4)
-    assert register["reason"] == "first registered version, no worse than grpo-strong"
+    assert register["candidate_reward"] == pytest.approx(headline[candidate]["reward"]["all"], abs=1e-4)
+    assert register["reason"] == f"first registered version, no worse than {start}"
 
 
 def teacher_sample(project: Path) -> str:

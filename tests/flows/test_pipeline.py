@@ -48,9 +48,9 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "data/sft/train.jsonl",
         "data/models/base/model.safetensors",
         "data/models/sft/model.safetensors",
-        "data/models/grpo-wide/model.safetensors",
-        "data/models/grpo-strong/model.safetensors",
-        "data/models/grpo-polish/model.safetensors",
+        "data/models/grpo/wide/model.safetensors",
+        "data/models/grpo/strong/model.safetensors",
+        "data/models/grpo/polish/model.safetensors",
         "data/eval/report.md",
         "data/eval/headline_heatmap.png",
         "data/eval/matrix.csv",
@@ -62,12 +62,17 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "synthesize",
         "curate",
         "sft",
-        "grpo-wide",
-        "grpo-strong",
-        "grpo-polish",
+        "grpo",
         "register",
     ):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
+    # One DVC stage trains tic-tac-toe's curriculum, as its recipe names it: one model and one headline per stage.
+    assert list(json.loads((root / "data/metrics/grpo.json").read_text())) == [
+        "grpo-wide",
+        "grpo-strong",
+        "grpo-polish",
+    ]
+    assert sorted(p.name for p in (root / "data/models/grpo").iterdir()) == ["polish", "strong", "wide"]
     assert "grpo-polish vs teacher" in out and "registered version 1: now champion" in out
     # The log holds the stages' own lines, not DVC's per-stage hints (issue 45), nor the notices of QUIET_ENV.
     for hint in (
@@ -249,7 +254,7 @@ def test_sigterm_or_sigint_stop_every_process_of_the_run_and_the_rerun_gives_the
     for path in (
         "data/synth/episodes.jsonl",
         "data/sft/train.jsonl",
-        *(f"data/models/{m}/model.safetensors" for m in ("sft", "grpo-wide", "grpo-strong", "grpo-polish")),
+        *(f"data/models/{m}/model.safetensors" for m in ("sft", "grpo/wide", "grpo/strong", "grpo/polish")),
         "data/eval/matrix.csv",
     ):
         assert (root / path).read_bytes() == (reference / path).read_bytes(), path
@@ -281,9 +286,7 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
     for key in ("episodes", "models", "metrics", "details", "eval", "work"):
         params["layout"][key] = str(out / key)
     shutil.copytree(root / "data/models/sft", out / "models/sft")
-    for stage in params["grpo"]["stages"]:
-        params["evaluate"]["policies"][f"grpo-{stage}"] = str(out / "models" / f"grpo-{stage}")
-    params["evaluate"]["out_dir"] = str(out / "eval")
+    params["evaluate"]["out_dir"] = str(out / "eval")  # the rows follow the layout: out/models/grpo/<stage>
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
 
@@ -308,8 +311,7 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
                 assert time.monotonic() < deadline and server.poll() is None, "wander env serve did not start"
                 time.sleep(0.5)
         sessions = {}  # stage -> episode sessions the server accepted while it ran
-        grpo = [["grpo", "--stage", stage] for stage in params["grpo"]["stages"]]
-        for stage, *options in [["synthesize"], *grpo, ["evaluate"]]:
+        for stage, *options in [["synthesize"], ["grpo"], ["evaluate"]]:
             before = server_log.read_text().count('"WebSocket /ws" [accepted]')
             args = ["-m", f"tasks.{stage}", *options, "--params", str(params_file), "--no-mlflow"]
             assert "episodes of tictactoe play on the server at" in sh([sys.executable, *args], root)
@@ -322,8 +324,8 @@ def test_with_env_url_synthesize_grpo_and_evaluate_step_the_served_env_and_give_
         log.close()
 
     assert (out / "episodes/episodes.jsonl").read_bytes() == (root / "data/synth/episodes.jsonl").read_bytes()
-    for stage in params["grpo"]["stages"]:
-        model = f"grpo-{stage}/model.safetensors"
+    for stage in ("wide", "strong", "polish"):
+        model = f"grpo/{stage}/model.safetensors"
         assert (out / "models" / model).read_bytes() == (root / "data/models" / model).read_bytes(), stage
     assert (out / "eval/matrix.csv").read_text() == (root / "data/eval/matrix.csv").read_text()
     # One session per teacher game and per matrix game (8 rows x 5 opponents x 2 sides x 2 games); GRPO's branches.
@@ -550,11 +552,12 @@ def test_dvc_metrics_are_a_short_flat_headline_and_the_details_hold_the_breakdow
 
 
 @pytest.mark.slow
-def test_a_changed_sft_learning_rate_retrains_sft_and_every_grpo_stage_from_the_new_weights(project):
+def test_a_changed_sft_learning_rate_retrains_every_grpo_stage_a_changed_last_stage_only_itself(project):
     """Checkpoints left by the finished runs must not be resumed by the changed ones (weights would not move). The
-    rate is null in params.yaml, the env's recipe: DVC sees a change of the recipe file as well as a set value."""
+    rate is null in params.yaml, the env's recipe: DVC sees a change of the recipe file as well as a set value.
+    Then a change of the last curriculum stage alone: the grpo stage reruns, and keeps the stages before it."""
     root, _ = project
-    models = ("sft", "grpo-wide", "grpo-strong")
+    models = ("sft", "grpo/wide", "grpo/strong", "grpo/polish")
     before = {m: (root / "data/models" / m / "model.safetensors").read_bytes() for m in models}
     params = yaml.safe_load((root / "params.yaml").read_text())
     recipe_file = root / "envs/tictactoe/recipe.yaml"
@@ -567,10 +570,24 @@ def test_a_changed_sft_learning_rate_retrains_sft_and_every_grpo_stage_from_the_
     recipe_file.write_text(recipe)
     params["sft"]["learning_rate"] = rate * 10  # the value set in params.yaml wins over the recipe
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    out = sh(["dvc", "repro", "grpo@strong"], root)  # only the training chain: keep the budget small
+    out = sh(["dvc", "repro", "grpo"], root)  # only the training chain: keep the budget small
     ran = [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")]
-    assert ran == ["sft", "grpo@wide", "grpo@strong"]
+    assert ran == ["sft", "grpo"]
     for model in models:
         assert (root / "data/models" / model / "model.safetensors").read_bytes() != before[model], model
     assert json.loads((root / "data/metrics/sft.json").read_text())["train_loss"] > 0
     assert not list((root / "data/work").rglob("checkpoint-*"))  # a finished run leaves nothing to resume
+
+    # The polish stage samples cooler: DVC reruns grpo (its recipe changed), which trains polish alone.
+    trained = {m: (root / "data/models" / m / "model.safetensors").read_bytes() for m in models}
+    recipe_file.write_text(
+        recipe.replace("      max_steps: 80\n", "      max_steps: 80\n      temperature: 0.9\n")
+    )
+    assert "temperature: 0.9" in recipe_file.read_text()
+    out = sh(["dvc", "repro", "grpo"], root)
+    assert [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")] == ["grpo"]
+    assert "grpo@wide: kept" in out and "grpo@strong: kept" in out and "grpo@polish: kept" not in out
+    for model in models:
+        same = (root / "data/models" / model / "model.safetensors").read_bytes() == trained[model]
+        assert same == (model != "grpo/polish"), model
+    assert json.loads((root / "data/metrics/grpo.json").read_text())["grpo-polish"]["steps"] == 2

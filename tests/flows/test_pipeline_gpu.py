@@ -33,7 +33,7 @@ def test_the_chat_profile_trains_in_bf16_and_evaluates_through_vllm_on_a_gpu(tmp
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run_in(root, ["dvc", "repro"])
 
-    for name in ("sft", "grpo-wide"):  # the trainer's own record of its arguments
+    for name in ("sft", "grpo/wide"):  # the trainer's own record of its arguments
         args = torch.load(root / "data/models" / name / "training_args.bin", weights_only=False)
         assert args.bf16 and not args.use_cpu, name
     matrix = json.loads((root / "data/eval/matrix.json").read_text())

@@ -21,9 +21,8 @@ from wander.core.policy import Reply
 from wander.policies import llama_decode
 from wander.training.chat_tokens import render_ids
 
-MODELS = ["sft", "grpo-wide", "grpo-strong", "grpo-polish"]
-STAGES = ["build_model", "generate", "synthesize", "curate", "sft", *(f"grpo@{m[5:]}" for m in MODELS[1:])]
-STAGES += ["evaluate", "register"]
+MODELS = ["sft", "grpo/wide", "grpo/strong", "grpo/polish"]
+STAGES = ["build_model", "generate", "synthesize", "curate", "sft", "grpo", "evaluate", "register"]
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +51,14 @@ def test_every_stage_runs_on_the_chat_model_and_its_outputs_load(project: Path) 
         assert "{% generation %}" in AutoTokenizer.from_pretrained(folder).chat_template, name
     for name in MODELS[1:]:  # trained through LoRA (the profile's grpo.lora), saved merged: plain checkpoints
         assert not (root / "data/models" / name / "adapter_config.json").exists(), name
-        assert json.loads((root / "data/metrics" / f"grpo-{name[5:]}.json").read_text())["steps"] == 1
+        assert json.loads((root / "data/metrics/grpo.json").read_text())[name.replace("/", "-")]["steps"] == 1
         curve = json.loads((root / "data/models" / name / "curve.json").read_text())
         assert len(curve) == 2, name  # the learning curve's exact points: the stage's start and its one step
 
     matrix = json.loads((root / "data/eval/matrix.json").read_text())
-    assert list(matrix["policies"]) == ["base", *MODELS, "teacher", "minimax", "random"]
-    assert set(matrix["exact"]) == {"base", *MODELS}  # every greedy model row has exact results
+    rows = [name.replace("/", "-") for name in MODELS]  # grpo/wide is row grpo-wide
+    assert list(matrix["policies"]) == ["base", *rows, "teacher", "minimax", "random"]
+    assert set(matrix["exact"]) == {"base", *rows}  # every greedy model row has exact results
     base = matrix["exact"]["base"]["random"]  # zero-shot, SmolLM2 answers in prose: every game invalid
     assert base["format"] == 0.0 and base["any_invalid"] == 1.0
     assert matrix["exact"]["sft"]["random"]["format"] > 0.5  # a step or two of SFT: the env's reply format

@@ -22,7 +22,7 @@ def project(smoke_pipeline: Callable[[str], Path]) -> Path:
 
 @pytest.mark.slow
 def test_reverse_text_runs_the_whole_pipeline(project: Path) -> None:
-    for path in ("data/sft/train.jsonl", "data/models/grpo-polish/model.safetensors", "data/eval/report.md"):
+    for path in ("data/sft/train.jsonl", "data/models/grpo/main/model.safetensors", "data/eval/report.md"):
         assert (project / path).is_file(), path
     episodes = [json.loads(line) for line in (project / "data/synth/episodes.jsonl").read_text().splitlines()]
     assert all(e["spec"]["text"] and e["values"]["lcs_ratio"] > 0 for e in episodes)  # the teacher reversed
@@ -39,7 +39,7 @@ def test_reverse_text_runs_the_whole_pipeline(project: Path) -> None:
     cells = {tuple(r.split(",")[1:3]) for r in rows[1:]}
     assert cells == {(f"stratum-{k}", s) for k in range(4) for s in ("eval", "test")}
     headline = json.loads((project / "data/eval/metrics.json").read_text())
-    assert set(headline) == {"grpo-polish", "teacher"} and set(headline["teacher"]["reward"]) == {
+    assert set(headline) == {"grpo-main", "teacher"} and set(headline["teacher"]["reward"]) == {
         "all",
         "eval",
         "test",

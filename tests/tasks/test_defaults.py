@@ -38,7 +38,6 @@ TUNED = {
     "grpo.batch_size",
     "grpo.tool_protocol",
     "grpo.env",
-    "evaluate.policies",
 }
 
 # Section keys that set one field of a library config; whole library configs (a key whose value is one, a section
@@ -142,6 +141,8 @@ def test_library_settings_default_to_the_librarys() -> None:
                 found.add(f"{section_name}.{field}")
         for base in library_bases(type(section)):  # a section that is a library config: the same defaults
             for field in base.model_fields:
+                if field in type(section).__annotations__:  # the section redefines it: the pipeline's own key
+                    continue
                 assert getattr(section, field) == library_default(base, field), f"{section_name}.{field}"
             found.add(section_name)
     assert {"build_model.scratch", "synthesize.teacher", "synthesize.vllm", "evaluate"} <= found

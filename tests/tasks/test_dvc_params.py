@@ -40,7 +40,7 @@ def changed(value: object) -> object:
 
 
 def readers(section: str, stages: list[str]) -> set[str]:
-    """The DVC stages (grpo@<name> included) that read a section."""
+    """The DVC stages that read a section."""
     return {s for s in stages if section in READS[s.partition("@")[0]]}
 
 

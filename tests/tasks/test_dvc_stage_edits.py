@@ -30,7 +30,7 @@ def _stage_modules() -> dict[str, str]:
 
 
 def changed(repo: Path) -> set[str]:
-    """The stages `dvc status` reports changed (`grpo@wide`, ...)."""
+    """The stages `dvc status` reports changed (`sft`, `grpo`, ...)."""
     done = subprocess.run(
         ["dvc", "status", "--json"],
         cwd=repo,

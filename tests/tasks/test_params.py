@@ -36,8 +36,14 @@ def test_smoke_profile_shrinks_budgets_but_keeps_the_layout() -> None:
     assert (
         smoke.build_model.scratch.max_position_embeddings == full.build_model.scratch.max_position_embeddings
     )
-    assert smoke.grpo.stages["wide"].max_steps == 2
-    assert smoke.grpo.stages["wide"].temperature == full.grpo.stages["wide"].temperature
+    # The profile's one number of steps is every curriculum stage's; the rest of each stage stays the env's.
+    shrunk, kept = smoke.grpo.curriculum({}), full.grpo.curriculum({})
+    assert [s.max_steps for s in shrunk.values()] == [2, 2, 2] and [s.max_steps for s in kept.values()] == [
+        40,
+        60,
+        80,
+    ]
+    assert shrunk["wide"].env_kwargs == kept["wide"].env_kwargs == {"random_move_prob": [0.0, 1.0]}
 
 
 @pytest.mark.parametrize(
@@ -97,23 +103,35 @@ def test_nested_library_configs_are_checked_by_path(params: dict) -> None:
 
 
 def test_grpo_stages_are_typed_curriculum_stages(params: dict) -> None:
+    # params.yaml's null is the env's curriculum; a curriculum set in params replaces it whole and is checked.
+    assert params["grpo"]["stages"] is None
     stages = load_params(params=params).grpo.stages
-    wide, strong = params["grpo"]["stages"]["wide"], params["grpo"]["stages"]["strong"]
-    assert stages["wide"].name == "wide" and stages["wide"].env == wide["env"]
-    assert stages["strong"].start == "grpo-wide"
-    assert stages["strong"].batch_size == strong.get("batch_size", params["grpo"]["batch_size"])
-    params["grpo"]["stages"]["wide"]["max_step"] = 3
+    assert list(stages) == ["wide", "strong", "polish"]  # tic-tac-toe's recipe
+    assert stages["wide"].name == "wide" and stages["wide"].env == {"random_move_prob": [0.0, 1.0]}
+    assert stages["strong"].batch_size == params["grpo"]["batch_size"]
+    params["grpo"]["stages"] = {"only": {"max_steps": 3, "env": {"random_move_prob": [0.2, 0.4]}}}
+    loaded = load_params(params=params)
+    assert list(loaded.grpo.stages) == ["only"] and loaded.grpo.stages["only"].max_steps == 3
+    assert list(loaded.evaluate.policies) == ["base", "sft", "grpo-only", "teacher"]  # the rows follow
+    assert (
+        loaded.register.candidate == "grpo-only"
+        and loaded.register.lineage["grpo-only"] == "data/models/grpo/only"
+    )
+    params["grpo"]["stages"] = {"wide": {"max_step": 3}}
     assert "section 'grpo': unknown key 'stages.wide.max_step' (did you mean 'max_steps'?)" in error(params)
-    params["grpo"]["stages"]["wide"] = {"temperature": 0.0}
+    params["grpo"]["stages"] = {"wide": {"temperature": 0.0}}
     assert "stage 'wide': temperature must be positive" in error(params)
-    # A stage's env settings are per environment, checked against that env's config merged over env.<name>.
-    params["grpo"]["stages"]["wide"] = {"random_move_prob": [0.0, 0.5]}
-    assert "stage 'wide': write random_move_prob per environment, e.g. env: {tictactoe:" in error(params)
-    params["grpo"]["stages"]["wide"] = {"env": {"tictactoe": {"random_move_prob": [0.0, 0.5, 1.0]}}}
-    assert "section 'grpo.stages.wide.env.tictactoe': key 'random_move_prob'" in error(params)
-    params["grpo"]["stages"]["wide"] = {"env": {"tictactoe": {"invalid_penalti": -1.0}}}
+    # A stage's env settings are its env block, checked against the env's config merged over env.<name>.
+    params["grpo"]["stages"] = {"wide": {"random_move_prob": [0.0, 0.5]}}
+    assert (
+        "stage 'wide': write random_move_prob in the stage's env block, e.g. env: {random_move_prob:"
+        in error(params)
+    )
+    params["grpo"]["stages"] = {"wide": {"env": {"random_move_prob": [0.0, 0.5, 1.0]}}}
+    assert "section 'grpo.stages.wide.env': key 'random_move_prob'" in error(params)
+    params["grpo"]["stages"] = {"wide": {"env": {"invalid_penalti": -1.0}}}
     assert "unknown key 'invalid_penalti' (did you mean 'invalid_penalty'?)" in error(params)
-    params["grpo"]["stages"]["wide"] = {}
+    params["grpo"]["stages"] = None
     params["grpo"]["env"] = {"tictactactoe": {"invalid_penalty": -1.0}}
     assert "section 'grpo.env': no environment is named 'tictactactoe'" in error(params)
 
@@ -157,13 +175,12 @@ def test_env_name_alone_switches_the_environment(params: dict) -> None:
     assert loaded.env.kwargs() == {"name": "reverse_text", **params["env"]["reverse_text"]}
     del params["env"]["reverse_text"]
     assert load_params(params=params).env.kwargs() == {"name": "reverse_text"}  # no block: its defaults
-    # GRPO's stages carry the played env's blocks only: tic-tac-toe's opponent range is not reverse_text's.
-    stage = loaded.grpo.stages["wide"].curriculum_stage(
-        "reverse_text", loaded.grpo.env.get("reverse_text", {})
-    )
-    assert stage.env_kwargs == {} and stage.max_steps == 40  # params.yaml's null: reverse_text's recipe
-    tictactoe = loaded.grpo.stages["wide"].curriculum_stage("tictactoe", loaded.grpo.env["tictactoe"])
-    assert tictactoe.env_kwargs == {
+    # The curriculum is the played env's: reverse_text's one stage, not tic-tac-toe's opponent ranges.
+    stages = loaded.grpo.curriculum(loaded.grpo.env.get("reverse_text", {}))
+    assert list(stages) == ["main"] and stages["main"].env_kwargs == {} and stages["main"].max_steps == 180
+    assert list(loaded.evaluate.policies) == ["base", "sft", "grpo-main", "teacher"]
+    tictactoe = load_params(params={**params, "env": {"name": "tictactoe"}}).grpo
+    assert tictactoe.curriculum(tictactoe.env["tictactoe"])["wide"].env_kwargs == {
         "invalid_penalty": -0.5,
         "value_loss_penalty": 0.0,
         "random_move_prob": [0.0, 1.0],

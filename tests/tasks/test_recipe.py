@@ -46,12 +46,14 @@ def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(
     assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
     loaded = load_params(params=with_env(name))
     for key, value in recipe.items():
-        assert functools.reduce(_field, key.split("."), loaded) == value
-
-
-def _field(block: object, name: str) -> object:
-    """A field of a params section, or an entry of one of its mappings (grpo.stages.<name>)."""
-    return block[name] if isinstance(block, dict) else getattr(block, name)
+        if key == "grpo.stages":  # the curriculum, as typed stages: each with its steps and env settings
+            stages = {k: {"max_steps": s.max_steps, "env": s.env} for k, s in loaded.grpo.stages.items()}
+            assert stages == {k: {"env": {}, **s} for k, s in value.items()}
+        else:
+            assert functools.reduce(getattr, key.split("."), loaded) == value
+    # A curriculum's stages differ in something: stages alike would replay each other's first steps.
+    settings = [{**s.to_dict(), "name": None} for s in loaded.grpo.curriculum({}).values()]
+    assert all(a != b for i, a in enumerate(settings) for b in settings[i + 1 :]), name
 
 
 def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() -> None:
@@ -66,22 +68,23 @@ def test_the_selected_env_s_recipe_fills_the_null_keys_and_a_set_value_wins() ->
     assert line.startswith("recipe (null = env reverse_text's; envs/reverse_text/recipe.yaml): ")
     assert line.endswith(
         "build_model.scratch.vocab_size 259, sft.num_train_epochs 3.0 (set), sft.per_device_train_batch_size 8, "
-        "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.play_on sample, grpo.stages.wide.max_steps 40, "
-        "grpo.stages.strong.max_steps 60, grpo.stages.polish.max_steps 80"
+        "sft.learning_rate 0.0005, grpo.learning_rate 5e-05, grpo.play_on sample, grpo.stages {main 180}"
+    )
+    # A profile's steps of every stage are the steps the line shows.
+    assert recipe_line(with_env("tictactoe", grpo={"max_steps": 2})).endswith(
+        "grpo.stages {wide 2, strong 2, polish 2}"
     )
 
 
-def test_the_recipe_sets_the_steps_of_the_stages_the_params_run_and_adds_none() -> None:
+def test_a_curriculum_set_in_params_replaces_the_env_s_whole() -> None:
     # The calculator's SFT takes eight times the updates of tic-tac-toe's over its rows (batch 8, not 64).
     assert load_params(params=with_env("calculator")).sft.per_device_train_batch_size == 8
     params = with_env("tictactoe")
-    params["grpo"]["stages"] = {"only": {"start": "sft", "max_steps": 7}, "wide": {"start": "grpo-only"}}
+    params["grpo"]["stages"] = {"only": {"max_steps": 7}, "wide": {"temperature": 0.7}}
     stages = load_params(params=params).grpo.stages
-    assert list(stages) == ["only", "wide"] and (stages["only"].max_steps, stages["wide"].max_steps) == (
-        7,
-        40,
-    )
-    assert recipe_line(params).endswith("grpo.stages.wide.max_steps 40")
+    assert list(stages) == ["only", "wide"]  # no stage of the env's added, none of its steps
+    assert [(s.max_steps, s.temperature) for s in stages.values()] == [(7, 1.0), (100, 0.7)]
+    assert recipe_line(params).endswith("grpo.stages {only 7, wide None} (set)")
 
 
 def test_a_profile_value_wins_over_the_recipe() -> None:
@@ -102,17 +105,24 @@ def own_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_an_env_without_a_recipe_trains_with_the_default_env_s_and_the_line_says_so(own_env: Path) -> None:
     params = with_env("my_env")
-    assert load_params(params=params).sft.num_train_epochs == 2.0
+    borrowed = load_params(params=params)
+    assert borrowed.sft.num_train_epochs == 2.0
+    # Tic-tac-toe's stages, without their settings of tic-tac-toe's opponents, which another env does not have.
+    assert [(k, s.env) for k, s in borrowed.grpo.stages.items()] == [
+        ("wide", {}),
+        ("strong", {}),
+        ("polish", {}),
+    ]
     assert "env my_env's; it has none: envs/tictactoe/recipe.yaml" in recipe_line(params)
     (own_env / "recipe.yaml").write_text(
         "build_model: {scratch: {vocab_size: 300}}\n"
         "sft: {num_train_epochs: 4.0, learning_rate: 1.0e-4, per_device_train_batch_size: 8}\n"
-        "grpo: {learning_rate: 2.0e-5, play_on: sample, stages: {wide: {max_steps: 3}, strong: {max_steps: 2}, polish: {max_steps: 1}}}\n"
+        "grpo: {learning_rate: 2.0e-5, play_on: sample, stages: {wide: {max_steps: 3}, strong: {max_steps: 2, temperature: 0.5}}}\n"
     )
     loaded = load_params(params=params)
     assert loaded.build_model.scratch.vocab_size == 300
     assert loaded.sft.per_device_train_batch_size == 8
-    assert [stage.max_steps for stage in loaded.grpo.stages.values()] == [3, 2, 1]
+    assert [stage.max_steps for stage in loaded.grpo.stages.values()] == [3, 2]
     assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate, loaded.grpo.learning_rate) == (
         4.0,
         1e-4,
@@ -136,7 +146,7 @@ def test_a_recipe_with_a_foreign_or_missing_key_is_refused_naming_both(own_env: 
     assert "recipe.yaml: a recipe sets exactly" in message
     assert (
         "['sft.max_length'] belong in params.yaml" in message
-        and "add ['grpo.play_on', 'grpo.stages.polish.max_steps'" in message
+        and "add ['grpo.play_on', 'grpo.stages'" in message
     )
 
 

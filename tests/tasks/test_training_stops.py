@@ -35,9 +35,9 @@ sys.exit(main(sys.argv[1:]))
 
 
 def run_stage(params: Path, *code: str) -> subprocess.CompletedProcess:
-    """`python -m tasks.grpo --stage wide` (or `code` with the same arguments) on `params`, without MLflow."""
+    """`python -m tasks.grpo` (or `code` with the same arguments) on `params`, without MLflow."""
     cmd = [sys.executable, *(["-c", *code] if code else ["-m", "tasks.grpo"])]
-    args = ["--stage", "wide", "--params", str(params), "--no-mlflow"]
+    args = ["--params", str(params), "--no-mlflow"]
     return subprocess.run(cmd + args, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
@@ -54,10 +54,10 @@ def test_a_stage_stopped_during_its_final_save_resumes_from_its_last_checkpoint(
     layout = {k: Path(v) for k, v in params["layout"].items()}
     shutil.copytree(base_model, layout["models"] / "base")
     shutil.copytree(shared_params["layout"]["datasets"], layout["datasets"])
-    params["grpo"]["stages"]["wide"].update(start="base", max_steps=2)
+    params["grpo"].update(start="base", stages={"wide": {"max_steps": 2}})
     params["grpo"].update(save_steps=1, curve_every=1, keep_best=True)
     path = write_params(tmp_path / "params.yaml", params)
-    out = layout["models"] / "grpo-wide"
+    out = layout["models"] / "grpo/wide"
 
     stopped = run_stage(path, STOPPED_IN_SAVE)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
@@ -68,7 +68,7 @@ def test_a_stage_stopped_during_its_final_save_resumes_from_its_last_checkpoint(
     assert (kept.parent / "curve_best" / "best.json").is_file()
 
     # A killed save's temporary (SIGKILL leaves it; SIGTERM unwinds it) is cleared as the stage starts.
-    leftover = out.parent / f".grpo-wide.tmp-{2**22 + 1}-0123abcd"
+    leftover = out.parent / f".wide.tmp-{2**22 + 1}-0123abcd"
     leftover.mkdir()
     (leftover / "model.safetensors").write_bytes(b"\0" * 1024)
 
@@ -77,6 +77,6 @@ def test_a_stage_stopped_during_its_final_save_resumes_from_its_last_checkpoint(
     assert f"resuming from {kept}" in resumed.stderr  # not from step 0
     assert not leftover.exists()
     assert (out / "model.safetensors").is_file() and (out / "curve.json").is_file()
-    assert json.loads((layout["metrics"] / "grpo-wide.json").read_text())["steps"] == 2
+    assert json.loads((layout["metrics"] / "grpo.json").read_text())["grpo-wide"]["steps"] == 2
     assert not checkpoints_of(layout["work"] / "grpo")  # saved: nothing left to resume
     assert not [p for p in out.parent.iterdir() if TEMP_NAME.fullmatch(p.name)]

@@ -146,17 +146,19 @@ def test_a_scaffolded_env_passes_its_test_eval_and_the_smoke_pipeline_with_no_ed
 
     run_in(root, ["dvc", "exp", "run", "-S", "env.name=demo"])
     assert yaml.safe_load((root / "params.yaml").read_text())["env"]["name"] == "demo"
-    for stage in ("build_model", "generate", "synthesize", "curate", "sft", "grpo-wide", "grpo-strong",
-                  "grpo-polish", "register"):  # fmt: skip
+    for stage in ("build_model", "generate", "synthesize", "curate", "sft", "grpo", "register"):
         assert json.loads((root / "data/metrics" / f"{stage}.json").read_text()), stage
+    # The env's own curriculum, as its recipe names it: one stage, one model.
+    assert list(json.loads((root / "data/metrics/grpo.json").read_text())) == ["grpo-main"]
+    assert [p.name for p in (root / "data/models/grpo").iterdir()] == ["main"]
     synth = json.loads((root / "data/metrics/synthesize.json").read_text())
     assert 0.6 < synth["teacher_reward"] < 1.0  # the embedded teacher slips on a fifth of the questions
     sft_rows = (root / "data/sft/train.jsonl").read_text().splitlines()
     assert sft_rows and all("<answer>" in row for row in sft_rows)  # curate kept the teacher's answers
     headline = json.loads((root / "data/eval/metrics.json").read_text())
-    assert set(headline) == {"grpo-polish", "teacher"}
+    assert set(headline) == {"grpo-main", "teacher"}
     assert 0.6 <= headline["teacher"]["reward"]["all"] <= 1.0
-    assert 0.0 <= headline["grpo-polish"]["reward"]["all"] <= 1.0
+    assert 0.0 <= headline["grpo-main"]["reward"]["all"] <= 1.0
     assert json.loads((root / "data/metrics/register.json").read_text())["version"] == 1
     # Nothing outside the env's folder changed but what `dvc exp run -S` itself writes: the param and the lock.
     assert project_status(root) == {"?? envs/demo/", " M params.yaml", "?? dvc.lock"}

@@ -1,7 +1,7 @@
 """Learning curves: the env's curve metrics logged during each GRPO stage, joined into one plot across stages.
 
 Each grpo stage writes `curve.json` into its model folder: a list of `{"step": N, "<opponent>/<metric>": x}`, step 0
-being the stage's start model (SFT for the first stage); `dvc plots show data/models/grpo-<stage>/curve.json -x step`.
+being the stage's start model (SFT for the first stage); `dvc plots show data/models/grpo/<stage>/curve.json -x step`.
 `plot_curves` lays the stages end to end.
 """
 

@@ -48,7 +48,7 @@ class StageFailed(RuntimeError):
 
 
 def dvc_stages(root: Path) -> list[str]:
-    """Stage names in dvc.yaml order (foreach stages expanded), which is their run order."""
+    """Stage names in dvc.yaml order, which is their run order."""
     out = subprocess.run(
         ["dvc", "stage", "list", "--name-only"],
         cwd=root,

@@ -76,8 +76,9 @@ ui: install
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
 
 # wander's own web app on the run: play the champion, replay evaluation games, curves and lineage (docs/ui.md).
+# flows.ui reads params.yaml through the params model and hands `wander ui` the run's folders, env and lineage.
 app: install
-	$(VENV)/bin/wander ui --port 8501
+	$(PY) -m flows.ui --port 8501
 
 # ruff, then the layer contracts of .importlinter: one direction of imports, no cycles.
 lint: install

@@ -20,11 +20,10 @@ import json
 import logging
 from pathlib import Path
 
-import yaml
-
 from tasks.params.evaluation_sections import Register
 from tasks.params.sections import Params
 from tasks.params.shared_sections import Env
+from tasks.params.yaml_file import read_yaml
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import content_digest, digest
 from tasks.runtime.tracking import log_params, write_metrics
@@ -46,7 +45,7 @@ def dvc_hashes(lock_file: str | Path) -> dict[str, str]:
     path = Path(lock_file)
     if not path.exists():
         return {}
-    lock = yaml.safe_load(path.read_text()) or {}
+    lock = read_yaml(path)  # read as DVC reads it, as params.yaml is
     return {
         out["path"]: out.get("md5", "")
         for stage in (lock.get("stages") or {}).values()

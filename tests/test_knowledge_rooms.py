@@ -19,21 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 CODE = ("wander", "tasks", "flows", "envs")
 YAML_LIBRARIES = ("yaml", "ruamel")
 
-# Modules that may import a YAML library, each with the reason; every other module reads and writes params files
-# through the params model (tasks.params.load: read_params, load_params, write_params).
+# The modules that may import a YAML library, each with the reason. Every params file (params.yaml, a profile, an env's
+# recipe) is read and written through the params model alone (tasks.params.load: read_params, load_params,
+# write_params), the UI included: `python -m flows.ui` loads the params and hands `wander ui` typed values.
 YAML_ALLOWED = {
-    # The params model's file format: params.yaml, its profiles and the envs' recipes read as DVC reads them (PyYAML
-    # with YAML 1.2's floats), a derived params file written (yaml_text), and params.yaml edited in place with its
-    # comments kept (ruamel.yaml's round trip), as `dvc exp run -S` does.
+    # The params model's file format: params.yaml, its profiles, the envs' recipes and dvc.lock read as DVC reads
+    # them (PyYAML with YAML 1.2's floats), a derived params file written (yaml_text), and params.yaml edited in place
+    # with its comments kept (ruamel.yaml's round trip), as `dvc exp run -S` does.
     "tasks/params/yaml_file.py",
-    # DVC's own lock file (dvc.lock, the outputs' hashes the registered version is tagged with): not params.
-    "tasks/register.py",
     # `wander eval --set KEY=VALUE`: one command-line value read as YAML (docs/evaluation.md), not a file; the
     # library's command line sits below the params model (.importlinter) and cannot call it.
     "wander/cli.py",
-    # `wander ui` still reads the run's params.yaml itself: the library may not import the params model (tasks),
-    # so this copy goes when the values the UI needs reach it typed (issue 45's UI part).
-    "wander/ui/run_files.py",
 }
 
 

@@ -1,7 +1,7 @@
-"""YAML mapping files as dicts, read the way DVC reads them: params.yaml, a profile, an env's recipe; and a dict as
-YAML text (a derived params file, the merged params printed).
+"""YAML mapping files as dicts, read the way DVC reads them: params.yaml, a profile, an env's recipe, DVC's lock
+file; and a dict as YAML text (a derived params file, the merged params printed).
 
-The one module of the pipeline that imports a YAML library (tests/test_yaml_readers.py): every params file is read
+The one module of the pipeline that imports a YAML library (tests/test_knowledge_rooms.py): every params file is read
 and written through here, so every reader sees the same values.
 """
 
@@ -32,7 +32,7 @@ _Loader.add_implicit_resolver(
 
 
 def read_yaml(path: Path) -> dict:
-    """A YAML mapping file (params, a profile, an env's recipe) as a dict; ParamsError naming the file if it is not."""
+    """A YAML mapping file (params, a profile, a recipe, dvc.lock) as a dict; ParamsError naming the file if it is not."""
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except FileNotFoundError:

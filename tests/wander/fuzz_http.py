@@ -308,14 +308,17 @@ def idle_connections(port: int, count: int) -> list[socket.socket]:
 
 
 @contextlib.contextmanager
-def cli_server(args: list[str], probe: str, timeout: float = 180.0) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`wander ARGS --port P` as a process of its own on a free loopback port, until it answers at `probe`;
-    yield its base URL and the process (its output in `.log`, a file); stop it (SIGTERM, then SIGKILL) on exit."""
+def cli_server(
+    args: list[str], probe: str, timeout: float = 180.0, module: str = "wander.cli"
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`python -m MODULE ARGS --port P` (by default `wander ARGS`) as a process of its own on a free loopback port,
+    until it answers at `probe`; yield its base URL and the process (its output in `.log`, a file); stop it (SIGTERM,
+    then SIGKILL) on exit."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "wander.cli", *args, "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", module, *args, "--host", "127.0.0.1", "--port", str(port)]
     # The log goes to a file: a pipe nobody reads would fill up and stall a server that logs every request.
     log = tempfile.TemporaryFile()
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

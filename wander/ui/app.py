@@ -1,7 +1,8 @@
 """`wander ui`: one local web app with three views of a pipeline run (Play, Episodes, Curves and lineage).
 
 FastAPI with server-rendered pages (wander/ui/pages.py). It reads only the run's own files and the local MLflow
-store (wander/ui/run_files.py) and binds to loopback unless told otherwise. It answers only its own pages (Host,
+store (wander/ui/run_files.py), where its `RunConfig` says they lie (wander/ui/run_config.py: the library reads
+no params file; the project's `python -m flows.ui` reads params.yaml through its params model), and binds to loopback unless told otherwise. It answers only its own pages (Host,
 Origin and CSRF-token checks, wander/ui/guard.py), bounds request bodies, loads only the models the user allowed
 (wander/ui/models.py) and registered environments, and keeps bounded caches of them.
 """
@@ -27,7 +28,8 @@ from wander.ui import curves_view, episodes_view, play_view
 from wander.ui.guard import SameOrigin, new_token
 from wander.ui.models import SCRIPTED_HINT, ModelAccess
 from wander.ui.play import Games, PlayError
-from wander.ui.run_files import RunFiles
+from wander.ui.run_config import RunConfig
+from wander.ui.run_files import MLFLOW_DB, RunFiles
 
 MAX_POLICIES = 4  # loaded policies kept (a model folder takes seconds to load)
 MAX_ENVS = 8  # environments kept (each holds its datasets); the oldest used goes first
@@ -37,8 +39,8 @@ MAX_BODY = 64 * 1024  # bytes of a request body: a typed turn is the longest thi
 class UIState:
     """What the views share: the run, the games, and the environments and policies loaded so far."""
 
-    def __init__(self, root: str | Path = ".", seed: int = 0, access: ModelAccess | None = None):
-        self.run = RunFiles(root)
+    def __init__(self, run: RunConfig, seed: int = 0, access: ModelAccess | None = None):
+        self.run = RunFiles(run)
         self.games = Games(seed)
         self.seed = seed
         self.access = access or ModelAccess(self.run.root)
@@ -49,7 +51,7 @@ class UIState:
 
     def environment(self, name: str | None = None) -> Environment:
         """The run's environment (its settings), or a registered one by name with its defaults."""
-        run_env = self.run.env_kwargs()
+        run_env = self.run.config.env
         key = name or run_env["name"]
         # The run's own env is what the user configured; any other must be a registered one (no module path,
         # no `openenv:URL`: a form must not make the server import or connect to what it names).
@@ -115,23 +117,24 @@ class UIState:
             folder = self.run.alias_checkpoint("champion")
             if folder is None:
                 raise PlayError(
-                    f"no registered champion in {self.run.root / 'mlflow/mlflow.db'}: run the pipeline (`make run`), "
-                    f"or name a model folder, {SCRIPTED_HINT} or a URL"
+                    f"no registered champion of {self.run.config.model_name or 'a model (no model name given)'} "
+                    f"in {self.run.mlflow_db}: run the pipeline (`make run`), or name a model folder, {SCRIPTED_HINT} "
+                    "or a URL"
                 )
             return folder
         return dict(self.run.lineage()).get(spec)
 
 
 def create_app(
-    root: str | Path = ".",
+    run: RunConfig,
     seed: int = 0,
     allow_remote_models: bool = False,
     api_key_endpoints: Iterable[str] = (),
 ) -> FastAPI:
-    """The app for the run in `root`; `seed` draws the games' episode seeds; the rest: `wander.ui.models`."""
+    """The app for `run`; `seed` draws the games' episode seeds; the rest: `wander.ui.models`."""
     app = FastAPI(title="wander ui", docs_url=None, redoc_url=None, openapi_url=None)
-    access = ModelAccess(Path(root), allow_remote_models, tuple(api_key_endpoints))
-    app.state.ui = UIState(root, seed, access)
+    access = ModelAccess(Path(run.root), allow_remote_models, tuple(api_key_endpoints))
+    app.state.ui = UIState(run, seed, access)
     for view in (play_view, episodes_view, curves_view):
         app.include_router(view.router)
 
@@ -145,41 +148,88 @@ def create_app(
     return app
 
 
-def ui_command(args: argparse.Namespace) -> int:
-    """Serve the UI until interrupted."""
+def serve(run: RunConfig, args: argparse.Namespace) -> int:
+    """Serve the UI of `run` with the options of `add_serve_arguments` until interrupted."""
     import uvicorn
 
-    root = Path(args.root)
+    root = Path(run.root)
     if not root.is_dir():
-        raise ValueError(
-            f"--root {root} is not a folder: give the project folder of a run (where params.yaml is)"
-        )
-    app = create_app(root, args.seed, args.allow_remote_models, args.api_key_endpoint)
+        raise ValueError(f"{root} is not a folder: give the project folder of a run")
+    app = create_app(run, args.seed, args.allow_remote_models, args.api_key_endpoint)
     print(f"wander ui for {root.resolve()} at http://{args.host}:{args.port}/ (Ctrl-C stops it)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
-def register(sub: Any, port_type: Any = int) -> None:
-    """Add the `ui` subcommand to the `wander` parser's subparsers."""
-    p = sub.add_parser(
-        "ui", help="a local web app: play the champion, replay evaluation games, see the curves"
+def ui_command(args: argparse.Namespace) -> int:
+    """`wander ui`: serve the UI of a plain folder, described by the command's options."""
+    run = RunConfig(
+        Path(args.root),
+        eval_dir=args.eval_dir,
+        metrics_dir=args.metrics_dir,
+        env={"name": args.env},
+        lineage=dict(args.lineage),
+        model_name=args.model_name,
     )
-    p.add_argument("--root", default=".", help="the project folder of the run (default: here)")
-    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
-    p.add_argument("--port", type=port_type, default=8501, help="port (default 8501)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the games' episode seeds (default 0)")
-    p.add_argument(
+    return serve(run, args)
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser, port_type: Any = int) -> None:
+    """How the UI is served: its interface, port and games' seed, and the models its Play form may load."""
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
+    parser.add_argument("--port", type=port_type, default=8501, help="port (default 8501)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the games' episode seeds (default 0)")
+    parser.add_argument(
         "--allow-remote-models",
         action="store_true",
         help="let the Play form load a model URL on another machine (default: loopback URLs only)",
     )
-    p.add_argument(
+    parser.add_argument(
         "--api-key-endpoint",
         action="append",
         default=[],
         metavar="URL",
         help="send OPENAI_API_KEY to model URLs of this endpoint (scheme, host, port); repeatable; "
         "default: the key goes to no model URL",
+    )
+
+
+def lineage_entry(text: str) -> tuple[str, str]:
+    """A `NAME=FOLDER` lineage entry from the command line."""
+    name, sep, folder = text.partition("=")
+    if not sep or not name or not folder:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=FOLDER")
+    return name, folder
+
+
+def register(sub: Any, port_type: Any = int) -> None:
+    """Add the `ui` subcommand to the `wander` parser's subparsers."""
+    p = sub.add_parser(
+        "ui",
+        help="a local web app: play the champion, replay evaluation games, see the curves (a pipeline run: "
+        "python -m flows.ui)",
+    )
+    p.add_argument("--root", default=".", help="the project folder of the run (default: here)")
+    add_serve_arguments(p, port_type)
+    defaults = RunConfig(Path("."))
+    p.add_argument(
+        "--env", default=defaults.env_name, help=f"the run's environment (default {defaults.env_name})"
+    )
+    p.add_argument(
+        "--eval-dir",
+        default=defaults.eval_dir,
+        help=f"the evaluation's folder under the root (default {defaults.eval_dir})",
+    )
+    p.add_argument("--metrics-dir", help="the stages' metrics folder under the root (default: none shown)")
+    p.add_argument(
+        "--lineage",
+        action="append",
+        type=lineage_entry,
+        default=[],
+        metavar="NAME=FOLDER",
+        help="a checkpoint of the lineage, in training order; repeatable (default: none)",
+    )
+    p.add_argument(
+        "--model-name", help=f"the registered model in {MLFLOW_DB} (default: none, no registry read)"
     )
     p.set_defaults(func=ui_command)

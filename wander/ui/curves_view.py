@@ -24,7 +24,7 @@ def curves(request: Request) -> HTMLResponse:
     lineage, versions, metrics = run.lineage(), run.versions(), run.stage_metrics()
     stage_curves = run.curves()
     if not lineage and not versions and not metrics and not stage_curves:
-        error = f"no pipeline run in {run.root}: no params.yaml lineage, metrics or MLflow store; run `make run` first"
+        error = f"no pipeline run in {run.root}: no lineage, metrics or MLflow store; run `make run` first"
         return HTMLResponse(page("Curves and lineage", "", here="/curves", error=error), status_code=404)
     registered = {v.tags.get("wander.checkpoint"): v for v in versions}
     nodes = []
@@ -44,7 +44,7 @@ def curves(request: Request) -> HTMLResponse:
     chain = (
         f"<div class='chain' id='lineage'>{' → '.join(nodes)}</div>"
         if nodes
-        else "<p>No lineage in params.yaml.</p>"
+        else "<p>No lineage given (params.yaml's <code>register.lineage</code>).</p>"
     )
     rows = [
         [
@@ -69,8 +69,9 @@ def curves(request: Request) -> HTMLResponse:
         + "</div>"
         for stage in stage_curves
     )
+    model = run.config.model_name or "the run's model (none named)"
     body = (
-        f"<h2>Lineage</h2>{chain}<h2>Registered versions of {escape(run.model_name())}</h2>{registry}"
+        f"<h2>Lineage</h2>{chain}<h2>Registered versions of {escape(model)}</h2>{registry}"
         f"<h2>Learning curves</h2><div id='curves'>{charts or '<p>No per-step metrics in the MLflow store.</p>'}</div>"
     )
     return HTMLResponse(page("Curves and lineage", body, here="/curves"))

@@ -65,7 +65,7 @@ def episodes_home(request: Request) -> HTMLResponse:
             + counts
         )
     intro = (
-        f"<p>{len(episodes)} games of the evaluation run ({escape(str(_run(request).path('eval')))}). "
+        f"<p>{len(episodes)} games of the evaluation run ({escape(str(_run(request).eval_dir))}). "
         "A count opens the games of that cell where the value is 1.</p>"
     )
     body = intro + table(["policy", "opponent", "side", "games", "mean reward", *names], rows, raw=True)

@@ -30,7 +30,7 @@ def new_game_form(ui, policy: str = "champion", env_name: str | None = None) -> 
     """The form that starts a game: policy, environment and side."""
     names = ["champion", *(name for name, _ in ui.run.lineage()), *SCRIPTED]
     options = "".join(f'<option value="{escape(n)}">' for n in names)
-    env_name = env_name or ui.run.env_kwargs()["name"]
+    env_name = env_name or ui.run.config.env_name
     return (
         f'<form method="post" action="/play/new" id="new-game">{token_field(ui.csrf)}'
         f'<p><label>Policy <input name="policy" value="{escape(policy)}" list="policies" size="40"></label> '

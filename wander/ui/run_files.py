@@ -1,28 +1,25 @@
-"""What `wander ui` reads of a pipeline run: its params, evaluation files, stage metrics and the local MLflow store.
+"""What `wander ui` reads of a pipeline run: its evaluation files, stage metrics and the local MLflow store.
 
-Everything is read in place (no copy): `params.yaml` for the layout, the env and the lineage; the evaluate stage's
-`matrix.json` and `episodes.jsonl.gz`; each stage's `metrics/<stage>.json`; and MLflow's sqlite store, opened
-read-only with `sqlite3` (the library never imports mlflow): the registry's versions, tags and aliases, and the
-metrics every stage run logged per step (the learning curves).
+Everything is read in place (no copy), where the run's `RunConfig` (wander/ui/run_config.py) says it lies: the
+evaluate stage's `matrix.json` and `episodes.jsonl.gz`; each stage's `<metrics>/<stage>.json`; and MLflow's sqlite
+store, opened read-only with `sqlite3` (the library never imports mlflow): the registry's versions, tags and aliases,
+and the metrics every stage run logged per step (the learning curves). No params file is read here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from wander.eval.episodes_file import read_episodes
 from wander.eval.outputs import OUTPUTS
+from wander.ui.run_config import RunConfig
 
-DEFAULT_LAYOUT = {"eval": "data/eval", "metrics": "data/metrics", "models": "data/models"}
 MLFLOW_DB = "mlflow/mlflow.db"
 # Per-step metrics worth a curve; every `curve/...` key (a GRPO stage's greedy games) is shown too.
 CURVE_KEYS = ("loss", "eval_loss", "reward", "reward_std", "entropy", "learning_rate")
@@ -51,44 +48,33 @@ class StageCurves:
 
 
 class RunFiles:
-    """A project folder after `make run`, read lazily; episodes are cached until their file changes."""
+    """A run's files, read lazily where `config` says they lie; episodes are cached until their file changes."""
 
-    def __init__(self, root: str | os.PathLike = "."):
-        self.root = Path(root).resolve()
-        params = self.root / "params.yaml"
-        self.params: dict[str, Any] = (
-            yaml.safe_load(params.read_text(encoding="utf-8")) or {} if params.is_file() else {}
-        )
+    def __init__(self, config: RunConfig):
+        self.config = config
+        self.root = Path(config.root).resolve()
         self._episodes: tuple[float, list[dict]] | None = None
         self._lock = threading.Lock()
 
-    # ----- the run's params -----
-
-    def path(self, key: str) -> Path:
-        """A folder of the run's layout (`eval`, `metrics`, `models`), under the project root."""
-        layout = {**DEFAULT_LAYOUT, **(self.params.get("layout") or {})}
-        return self.root / layout[key]
-
-    def env_kwargs(self) -> dict[str, Any]:
-        """`load_environment` keywords of the env the run played: its name and its settings block."""
-        env = self.params.get("env") or {}
-        name = env.get("name", "tictactoe")
-        return {"name": name, **(env.get(name) or {})}
-
     def lineage(self) -> list[tuple[str, Path]]:
-        """The checkpoints in training order (params' `register.lineage`), name -> folder."""
-        lineage = (self.params.get("register") or {}).get("lineage") or {}
-        return [(name, self.root / folder) for name, folder in lineage.items()]
+        """The checkpoints in training order, name -> folder under the project root."""
+        return [(name, self.root / folder) for name, folder in self.config.lineage.items()]
 
-    def model_name(self) -> str:
-        """The registered model's name (`register.model_name`, default `wander-<env>`)."""
-        return (self.params.get("register") or {}).get("model_name") or f"wander-{self.env_kwargs()['name']}"
+    @property
+    def eval_dir(self) -> Path:
+        """The evaluate stage's output folder."""
+        return self.root / self.config.eval_dir
+
+    @property
+    def mlflow_db(self) -> Path:
+        """MLflow's sqlite store of the run."""
+        return self.root / MLFLOW_DB
 
     # ----- the evaluation -----
 
     def eval_file(self, kind: str) -> Path:
         """One of the evaluate stage's outputs; `RunMissing` names it when it is absent."""
-        path = self.path("eval") / OUTPUTS[kind]
+        path = self.eval_dir / OUTPUTS[kind]
         if not path.is_file():
             raise RunMissing(f"no evaluation run: {path} is missing; run the pipeline first (`make run`)")
         return path
@@ -108,7 +94,9 @@ class RunFiles:
 
     def stage_metrics(self) -> dict[str, dict[str, Any]]:
         """Each stage's headline metrics file, by stage name (file stem)."""
-        folder = self.path("metrics")
+        if self.config.metrics_dir is None:
+            return {}
+        folder = self.root / self.config.metrics_dir
         if not folder.is_dir():
             return {}
         return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
@@ -116,17 +104,17 @@ class RunFiles:
     # ----- the MLflow store -----
 
     def _db(self) -> sqlite3.Connection | None:
-        path = self.root / MLFLOW_DB
+        path = self.mlflow_db
         if not path.is_file():
             return None
         return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
 
     def versions(self) -> list[Version]:
-        """The registered versions of the run's model, newest first (empty without a store)."""
-        db = self._db()
+        """The registered versions of the run's model, newest first (empty without a store or a model name)."""
+        name = self.config.model_name
+        db = None if name is None else self._db()
         if db is None:
             return []
-        name = self.model_name()
         with contextlib.closing(db):
             rows = db.execute(
                 "select version from model_versions where name = ? order by version desc", (name,)

@@ -1,7 +1,7 @@
 """A small pipeline run for `wander ui`, built cheaply: a tiny untrained model as the lineage's only checkpoint, a
 real evaluation (wander.eval.evaluation.evaluate: the tiny model and two scripted rows, 2 games per cell), a stage
 metrics file, and a real MLflow sqlite store with a stage run's per-step metrics and the model registered as the
-`champion` version."""
+`champion` version; and the `RunConfig` the project's `python -m flows.ui` would hand the UI for it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
+
+from wander.ui.run_config import RunConfig
 
 ENV = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8, max_turns=4)
 # hidden 64, 2 layers (as tests/wander/training): an untrained model whose replies are mostly not moves.
@@ -37,11 +38,6 @@ def build_run(root: Path) -> Path:
     from wander.policies.scratch_model_config import ScratchModelConfig
 
     env = load_environment("tictactoe", **ENV)
-    params = {
-        "env": {"name": "tictactoe", "tictactoe": ENV},
-        "register": {"lineage": {"base": "data/models/base"}},
-    }
-    (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     build_scratch_model(env.corpus(), root / "data/models/base", ScratchModelConfig(**TINY))
     config = EvaluateConfig(
         policies={"base": str(root / "data/models/base"), "minimax": "minimax", "random": "random"},
@@ -74,10 +70,27 @@ def build_run(root: Path) -> Path:
     return root
 
 
+def described(root: Path) -> RunConfig:
+    """The run in `root` as the UI is told of it: its folders, env settings, lineage and registered model."""
+    return RunConfig(
+        root,
+        metrics_dir="data/metrics",
+        env={"name": "tictactoe", **ENV},
+        lineage={"base": "data/models/base"},
+        model_name="wander-tictactoe",
+    )
+
+
 @pytest.fixture(scope="session")
 def run_root(tmp_path_factory) -> Path:
     """A project folder after a (tiny) pipeline run (built once: no test writes to it)."""
     return build_run(tmp_path_factory.mktemp("run"))
+
+
+@pytest.fixture(scope="session")
+def run_config(run_root) -> RunConfig:
+    """The tiny run as the UI is told of it."""
+    return described(run_root)
 
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")

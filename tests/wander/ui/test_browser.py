@@ -16,10 +16,10 @@ from .conftest import post_form
 
 
 @pytest.fixture(scope="module")
-def ui_url(run_root):
+def ui_url(run_config):
     """The UI of the tiny run, on a loopback port."""
     with serve_in_thread(
-        create_app(run_root, seed=1), api_path="", probe_path="/play", startup_timeout=60
+        create_app(run_config, seed=1), api_path="", probe_path="/play", startup_timeout=60
     ) as url:
         yield url
 

@@ -190,7 +190,17 @@ def _new_game(url: str, token: str, **form: str) -> str:
 
 @pytest.mark.slow
 def test_the_ui_process_takes_thousands_of_hostile_requests_without_a_5xx_and_goes_on_serving(run_root):
-    with cli_server(["ui", "--root", str(run_root)], "/play") as (url, server):
+    # The library's own command, told of the run by its options (the project's `python -m flows.ui` reads them from
+    # params.yaml: tests/flows/test_ui.py).
+    run = [
+        "--lineage",
+        "base=data/models/base",
+        "--model-name",
+        "wander-tictactoe",
+        "--metrics-dir",
+        "data/metrics",
+    ]
+    with cli_server(["ui", "--root", str(run_root), *run], "/play") as (url, server):
         token = _token(url)
         games = [
             _new_game(url, token, policy="minimax", side="first"),

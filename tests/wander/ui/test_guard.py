@@ -21,9 +21,9 @@ GAME = {"policy": "minimax", "side": "second"}  # minimax moves at once: a start
 
 
 @pytest.fixture(scope="module")
-def ui(run_root):
+def ui(run_config):
     """(url, app) of the tiny run's UI on a loopback port."""
-    app = create_app(run_root, seed=2)
+    app = create_app(run_config, seed=2)
     with serve_in_thread(app, api_path="", probe_path="/play", startup_timeout=60) as url:
         yield url, app
 

@@ -5,7 +5,6 @@ text. A script or handler that ran would set `window.pwned` or open a dialog; th
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from wander import load_environment
 from wander.core.policy import Reply
@@ -14,6 +13,7 @@ from wander.eval.evaluation import evaluate
 from wander.policies.openai_server import create_app as model_app
 from wander.policies.openai_server import serve_in_thread
 from wander.ui.app import create_app
+from wander.ui.run_config import RunConfig
 
 from .conftest import ENV
 
@@ -68,8 +68,8 @@ def test_the_detector_sees_a_script_that_runs(page):
 
 
 @pytest.mark.slow
-def test_a_models_hostile_reply_is_inert(run_root, hostile_model, page):
-    with serve_in_thread(create_app(run_root), api_path="", probe_path="/play", startup_timeout=60) as url:
+def test_a_models_hostile_reply_is_inert(run_config, hostile_model, page):
+    with serve_in_thread(create_app(run_config), api_path="", probe_path="/play", startup_timeout=60) as url:
         page.goto(url + "/play")
         page.fill("input[name=policy]", hostile_model)
         page.check("input[name=side][value=second]")
@@ -84,8 +84,6 @@ def test_a_models_hostile_reply_is_inert(run_root, hostile_model, page):
 def hostile_run(tmp_path_factory, hostile_model):
     """A run whose evaluation (a real one) played the hostile model under a hostile row name."""
     root = tmp_path_factory.mktemp("hostile-run")
-    params = {"env": {"name": "tictactoe", "tictactoe": ENV}}
-    (root / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     config = EvaluateConfig(
         policies={NAME: hostile_model},
         references=[],
@@ -101,7 +99,12 @@ def hostile_run(tmp_path_factory, hostile_model):
 
 @pytest.mark.slow
 def test_hostile_episodes_replay_inert(hostile_run, page):
-    with serve_in_thread(create_app(hostile_run), api_path="", probe_path="/play", startup_timeout=60) as url:
+    with serve_in_thread(
+        create_app(RunConfig(hostile_run, env={"name": "tictactoe", **ENV})),
+        api_path="",
+        probe_path="/play",
+        startup_timeout=60,
+    ) as url:
         page.goto(url + "/episodes")
         assert NAME in page.inner_text("table")
         assert_inert(page)
@@ -116,8 +119,8 @@ def test_hostile_episodes_replay_inert(hostile_run, page):
 
 
 @pytest.mark.slow
-def test_a_hostile_env_name_and_policy_are_inert(run_root, page):
-    with serve_in_thread(create_app(run_root), api_path="", probe_path="/play", startup_timeout=60) as url:
+def test_a_hostile_env_name_and_policy_are_inert(run_config, page):
+    with serve_in_thread(create_app(run_config), api_path="", probe_path="/play", startup_timeout=60) as url:
         for field, other in (("env", ("policy", "minimax")), ("policy", ("env", ""))):
             page.goto(url + "/play")
             page.fill(f"input[name={field}]", HOSTILE)

@@ -26,9 +26,9 @@ def error(response) -> str:
 
 
 @pytest.fixture(scope="module")
-def ui_url(run_root):
+def ui_url(run_config):
     """The tiny run's UI, with the defaults: loopback models only, the key to no model URL."""
-    with serve_in_thread(create_app(run_root), api_path="", probe_path="/play", startup_timeout=60) as url:
+    with serve_in_thread(create_app(run_config), api_path="", probe_path="/play", startup_timeout=60) as url:
         yield url
 
 
@@ -112,7 +112,7 @@ def recorder():
         yield url, requests
 
 
-def test_the_api_key_goes_only_to_the_endpoint_named_for_it(run_root, recorder, monkeypatch):
+def test_the_api_key_goes_only_to_the_endpoint_named_for_it(run_config, recorder, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     model_url, requests = recorder
     port = model_url.rsplit(":", 1)[1].split("/")[0]
@@ -124,7 +124,7 @@ def test_the_api_key_goes_only_to_the_endpoint_named_for_it(run_root, recorder, 
     ]
     for allow_remote, endpoints, gets_key in setups:
         requests.clear()
-        app = create_app(run_root, allow_remote_models=allow_remote, api_key_endpoints=endpoints)
+        app = create_app(run_config, allow_remote_models=allow_remote, api_key_endpoints=endpoints)
         with serve_in_thread(app, api_path="", probe_path="/play", startup_timeout=60) as url:
             form = {"policy": model_url, "side": "second"}
             response = post_form(url, "/play/new", form, follow_redirects=False)
@@ -137,7 +137,7 @@ def test_the_api_key_goes_only_to_the_endpoint_named_for_it(run_root, recorder, 
             assert gets_key or SECRET not in str(request), (endpoints, request["path"])
 
 
-def test_the_cli_flags_reach_the_app(run_root):
+def test_the_cli_flags_reach_the_app(run_config):
     from wander.cli import build_parser
 
     args = build_parser().parse_args(
@@ -159,4 +159,35 @@ def test_the_cli_flags_reach_the_app(run_root):
     with pytest.raises(
         ValueError, match="--api-key-endpoint: 'api.openai.com' is not an http:// or https:// URL"
     ):
-        create_app(run_root, api_key_endpoints=["api.openai.com"])
+        create_app(run_config, api_key_endpoints=["api.openai.com"])
+
+
+def test_wander_ui_describes_a_plain_folder_by_its_options(capsys):
+    from wander.cli import build_parser
+    from wander.eval.config import EvaluateConfig
+
+    args = build_parser().parse_args(
+        [
+            "ui",
+            "--env",
+            "reverse_text",
+            "--lineage",
+            "base=m/base",
+            "--lineage",
+            "sft=m/sft",
+            "--model-name",
+            "x",
+        ]
+    )
+    assert (args.env, args.lineage, args.model_name) == (
+        "reverse_text",
+        [("base", "m/base"), ("sft", "m/sft")],
+        "x",
+    )
+    # Without them: the library's own defaults (no params file is read), the evaluation in `EvaluateConfig.out_dir`.
+    defaults = build_parser().parse_args(["ui"])
+    assert defaults.eval_dir == EvaluateConfig.model_fields["out_dir"].default
+    assert (defaults.lineage, defaults.model_name, defaults.metrics_dir) == ([], None, None)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ui", "--lineage", "base"])
+    assert "'base' is not NAME=FOLDER" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from wander.eval.matrix import run_matrix
 from wander.policies.openai_server import serve_in_thread
 from wander.ui.app import create_app
 from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move, typed_turn
+from wander.ui.run_config import RunConfig
 from wander.ui.run_files import RunFiles, RunMissing
 
 from .conftest import post_form
@@ -131,14 +132,14 @@ def test_the_episode_file_holds_every_game_with_its_cell(env, tmp_path):
 
 
 def test_a_folder_without_a_run_says_so(tmp_path):
-    run = RunFiles(tmp_path)
+    run = RunFiles(RunConfig(tmp_path))
     with pytest.raises(RunMissing, match="run the pipeline first"):
         run.episodes()
     assert run.versions() == [] and run.curves() == [] and run.lineage() == []
 
 
 def test_a_missing_run_is_a_message_on_each_page(tmp_path):
-    with serve_in_thread(create_app(tmp_path), api_path="", probe_path="/play") as url:
+    with serve_in_thread(create_app(RunConfig(tmp_path)), api_path="", probe_path="/play") as url:
         episodes = httpx.get(url + "/episodes", timeout=30)
         curves = httpx.get(url + "/curves", timeout=30)
         champion = post_form(url, "/play/new", {"policy": "champion", "side": "first"})
@@ -149,10 +150,10 @@ def test_a_missing_run_is_a_message_on_each_page(tmp_path):
     assert champion.status_code == 400 and "no registered champion" in champion.text
 
 
-def test_a_model_plays_each_env_with_that_envs_reply_budget(run_root):
+def test_a_model_plays_each_env_with_that_envs_reply_budget(run_root, run_config):
     from wander.ui.app import UIState
 
-    state = UIState(run_root)
+    state = UIState(run_config)
     folder = str(run_root / "data/models/base")
     budgets = {}
     for name in ("tictactoe", "reverse_text"):

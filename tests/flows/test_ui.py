@@ -30,6 +30,9 @@ def project(root: Path) -> Path:
     (root / f"params.{PROFILE}.yaml").write_text(f"register:\n  model_name: {MODEL_NAME}\n", encoding="utf-8")
     (root / "data/metrics").mkdir(parents=True)
     (root / "data/metrics/build_model.json").write_text(json.dumps({"parameters": 123}), encoding="utf-8")
+    # The grpo stage's headline: one per curriculum stage, by model row.
+    parts = {"grpo-wide": {"steps": 41}, "grpo-polish": {"steps": 83}}
+    (root / "data/metrics/grpo.json").write_text(json.dumps(parts), encoding="utf-8")
     return root / "params.yaml"
 
 
@@ -59,6 +62,10 @@ def test_the_project_ui_serves_what_its_params_say(tmp_path):
         assert f'<option value="{name}">' in play and f"data-stage='{name}'" in curves
     assert f"Registered versions of {MODEL_NAME}" in curves
     assert "parameters 123" in curves  # the base's stage metrics, from the layout's metrics folder
+    # Each curriculum stage's node shows its own headline, from the grpo stage's one metrics file.
+    for row, steps in (("grpo-wide", 41), ("grpo-polish", 83)):
+        node = curves[curves.index(f"data-stage='{row}'") :]
+        assert f"steps {steps}" in node[: node.index("</div>")], row
 
 
 def test_refused_params_and_options_stop_it_in_one_line(tmp_path):

@@ -93,13 +93,20 @@ class RunFiles:
             return self._episodes[1]
 
     def stage_metrics(self) -> dict[str, dict[str, Any]]:
-        """Each stage's headline metrics file, by stage name (file stem)."""
+        """Each stage's headline metrics, by stage name (file stem); a stage made of parts (grpo: one headline per
+        curriculum stage, by model row) gives each part's under its own name too."""
         if self.config.metrics_dir is None:
             return {}
         folder = self.root / self.config.metrics_dir
         if not folder.is_dir():
             return {}
-        return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))}
+        out = {}
+        for path in sorted(folder.glob("*.json")):
+            headline = json.loads(path.read_text(encoding="utf-8"))
+            out[path.stem] = headline
+            if headline and all(isinstance(v, dict) for v in headline.values()):
+                out.update(headline)
+        return out
 
     # ----- the MLflow store -----
 

@@ -19,7 +19,7 @@ from wander import Policy, load_environment
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, headline_metrics
-from wander.eval.matrix import MatrixResult
+from wander.eval.matrix_result import MatrixResult
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
     config = params.evaluate.model_copy(update=resolved)
     result = evaluate(config, built, local, functools.partial(episode_env, params.env))
     log_to_mlflow(result, config)
-    return headline_metrics(result, config.baseline)
+    return headline_metrics(result)
 
 
 def mlflow_key(*parts: str) -> str:

@@ -100,7 +100,7 @@ def test_the_evaluate_stage_logs_the_resolved_number_and_plays_it(monkeypatch) -
 
     monkeypatch.setattr(evaluate_stage, "evaluate", fake_evaluate)
     monkeypatch.setattr(evaluate_stage, "log_to_mlflow", lambda result, config: True)
-    monkeypatch.setattr(evaluate_stage, "headline_metrics", lambda result, baseline: {})
+    monkeypatch.setattr(evaluate_stage, "headline_metrics", lambda result: {})
     evaluate_stage.run(_params("reverse_text"))
     assert logged["resolved/evaluate/games"] == played["games"] == 50
     evaluate_stage.run(_params("reverse_text", games=20))

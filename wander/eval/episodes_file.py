@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from wander.core.atomic_io import write_atomic
-from wander.eval.matrix import MatrixResult
+from wander.eval.matrix_result import MatrixResult
 
 
 def episode_records(result: MatrixResult) -> Iterator[dict]:

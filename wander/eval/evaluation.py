@@ -23,7 +23,8 @@ from wander.eval import matrix_report, plots, rubric_report
 from wander.eval.config import EvaluateConfig
 from wander.eval.curves import plot_curves, read_curves
 from wander.eval.episodes_file import write_episodes
-from wander.eval.matrix import MatrixInterrupted, MatrixResult, run_matrix
+from wander.eval.matrix import MatrixInterrupted, run_matrix
+from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, csv_text
 
 logger = logging.getLogger(__name__)
@@ -32,22 +33,22 @@ logger = logging.getLogger(__name__)
 REPORTS = {MATRIX: matrix_report, RUBRIC: rubric_report}
 
 
-def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+def headline_metrics(result: MatrixResult) -> dict:
     """The few numbers `dvc metrics` shows, as the suite's report computes them."""
-    return REPORTS[result.suite.kind].headline_metrics(result, baseline)
+    return REPORTS[result.suite.kind].headline_metrics(result)
 
 
-def write_report(result: MatrixResult, out_dir: str | Path, seed: int, baseline: str | None = None) -> dict:
+def write_report(result: MatrixResult, out_dir: str | Path) -> dict:
     """Every output of the suite under `out_dir` (each file written atomically); their paths by kind."""
     suite = REPORTS[result.suite.kind]
     paths = {kind: Path(out_dir) / name for kind, name in OUTPUTS.items()}
-    write_text(paths["metrics"], json.dumps(suite.headline_metrics(result, baseline), indent=2) + "\n")
-    write_text(paths["matrix"], json.dumps(suite.matrix_dict(result, seed), indent=2) + "\n")
+    write_text(paths["metrics"], json.dumps(suite.headline_metrics(result), indent=2) + "\n")
+    write_text(paths["matrix"], json.dumps(suite.matrix_dict(result), indent=2) + "\n")
     write_text(paths["csv"], csv_text(result.rows))
     plots.plot_heatmap(result, paths["heatmap"])
     plots.plot_bars(result, paths["bars"])
     plot_curves(result.curves, paths["curve"], result.suite.curve_series)
-    write_text(paths["report"], suite.markdown_report(result, seed, baseline))
+    write_text(paths["report"], suite.markdown_report(result))
     write_episodes(result, paths["episodes"])
     return paths
 
@@ -75,20 +76,20 @@ def evaluate(
     """The matrix with its outputs written under `config.out_dir`; `built`: ready policies by row name; `env` and
     `play_in` as `run_matrix` takes them.
 
-    The output folder is checked before any game is played; when a policy row fails, the rows that finished are
-    written there before the error goes on (`MatrixInterrupted` says so).
+    The output folder is checked, and the rows' learning curves read, before any game is played; when a policy row
+    fails, the rows that finished are written there (without the curves) before the error goes on
+    (`MatrixInterrupted` says so).
     """
     check_out_dir(config.out_dir)
+    curves = read_curves(config.policies)  # a bad curve file fails before the games, not after
     try:
         result = run_matrix(config, built, env, play_in)
     except MatrixInterrupted as stopped:
-        partial = stopped.partial
-        baseline = config.baseline if config.baseline in partial.policies else None
-        write_report(partial, config.out_dir, config.seed, baseline)
+        write_report(stopped.partial, config.out_dir)
         stopped.saved_to = str(config.out_dir)
         raise
-    result.curves = read_curves(config.policies)
-    paths = write_report(result, config.out_dir, config.seed, config.baseline)
+    result.curves = curves
+    paths = write_report(result, config.out_dir)
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     return result
 

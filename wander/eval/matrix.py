@@ -13,10 +13,10 @@ model answers every live game of every cell in one `generate` call per turn.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -24,57 +24,17 @@ from tqdm.auto import tqdm
 from wander.core.capabilities import ExactEvaluation, WorstCase
 from wander.core.environment import Environment
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.core.policy import Conversation, Policy, Reply
 from wander.core.registry import DEFAULT_ENV, load_environment
 from wander.eval.cells import cell_row
 from wander.eval.config import EvaluateConfig
+from wander.eval.matrix_result import MatrixResult
 from wander.policies.loading import make_policy
 from wander.policies.vllm_server import VLLMServer
+from wander.policies.vllm_server_config import VLLMServerConfig
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class MatrixResult:
-    """Tidy rows (one per policy x opponent x side), the episodes behind them, and timings."""
-
-    rows: list[dict]
-    episodes: dict[str, list[Episode]]
-    policies: dict[str, str]
-    opponents: list[str]
-    games: int
-    decoding: str
-    suite: EvaluationSuite  # the env's: columns, metrics, headline, report
-    render: Callable[[Episode], str] | None = None  # the env's render_episode, for sample episodes
-    seconds: dict[str, float] = field(default_factory=dict)
-    # policy -> opponent -> exact expected metrics, both sides pooled (greedy rows of an ExactEvaluation env)
-    exact: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-    exact_note: str = ""  # the env's, for the report
-    exact_columns: tuple[tuple[str, str], ...] = ()  # (result key, label): the report's exact table
-    # policy -> side -> the outcome against an opponent that knows the policy, and its line (a WorstCase env)
-    worst: dict[str, dict[str, dict]] = field(default_factory=dict)
-    worst_lines: Callable[[dict[str, dict[str, dict]]], list[str]] | None = None  # the env's report section
-    # (stage, points) of the GRPO learning curves found in the rows' model folders, in row order
-    curves: list[tuple[str, list[dict]]] = field(default_factory=list)
-
-    @property
-    def sides(self) -> tuple[str, ...]:
-        """The second level of the columns."""
-        return self.suite.sides
-
-    @property
-    def headline(self) -> str:
-        """The suite's headline metric."""
-        return self.suite.headline
-
-    def row(self, policy: str, opponent: str, side: str) -> dict:
-        """The row of one cell."""
-        for r in self.rows:
-            if (r["policy"], r["opponent"], r["side"]) == (policy, opponent, side):
-                return r
-        raise KeyError(f"no cell {policy!r} x {opponent!r} ({side}); rows: {list(self.policies)}")
 
 
 class MatrixInterrupted(RuntimeError):
@@ -156,26 +116,24 @@ def run_matrix(
     a row's `live` games are played (the pipeline: on an env server); default: here. Exact results are always
     computed here.
     """
-    built = dict(built or {})
     local = env if isinstance(env, Environment) else load_environment(**{"name": DEFAULT_ENV, **(env or {})})
     # A null reply budget or games per cell is the env's: what `wander eval` and the stages play with unless told.
-    config = config.model_copy(
-        update={
-            "max_new_tokens": reply_budget(local, config.max_new_tokens),
-            "games": games_per_cell(local, config.games),
-        }
-    )
+    max_new_tokens = reply_budget(local, config.max_new_tokens)
+    games = games_per_cell(local, config.games)
     suite = local.evaluation_suite()
     groups = config.opponents or list(suite.groups)
-    specs = local.suite_specs(groups, config.games, config.seed)
-    play = play_in(local, len(specs)) if play_in else local  # a row's games are all live together
+    specs = local.suite_specs(groups, games, config.seed)
+    where = play_in(local, len(specs)) if play_in else local  # a row's games are all live together
+    policies = config.rows(local.reference_policies)
     result = MatrixResult(
         rows=[],
         episodes={},
-        policies=config.rows(local.reference_policies),
+        policies=policies,
         opponents=list(groups),
-        games=config.games,
+        games=games,
         decoding=config.decoding,
+        seed=config.seed,
+        baseline=config.baseline or next(iter(policies)),  # null: the first row
         suite=suite,
         render=local.render_episode,
     )
@@ -183,57 +141,63 @@ def run_matrix(
         result.exact_note, result.exact_columns = local.exact_note, tuple(local.exact_columns)
     if isinstance(local, WorstCase):
         result.worst_lines = local.worst_case_lines
-    for name, spec in dict(result.policies).items():
+    # Every row's policy is built alike and its games played alike: bound once here, so a row reads no config.
+    make = functools.partial(
+        make_policy,
+        seed=config.seed,
+        temperature=config.temperature,
+        max_new_tokens=max_new_tokens,
+        model=config.api_model,
+        env=local,
+    )
+    play = functools.partial(
+        play_row, where, specs=specs, max_batch_size=config.max_batch_size, progress=config.progress
+    )
+    built = dict(built or {})
+    for name, spec in policies.items():
+        vllm = config.vllm if name in config.vllm_rows else None
         try:
-            _play_policy_row(result, play, local, specs, config, name, built.get(name) or spec)
+            _play_policy_row(result, local, name, built.get(name) or spec, make, play, vllm)
         except Exception as exc:
             if not result.rows:
                 raise  # nothing finished: nothing to keep
-            played = {n: s for n, s in result.policies.items() if n in result.episodes}
-            result.policies = played
+            result.policies = {n: s for n, s in policies.items() if n in result.episodes}
+            if result.baseline not in result.policies:  # the report compares with a row it has
+                result.baseline = next(iter(result.policies))
             raise MatrixInterrupted(result, name, exc) from exc
     return result
 
 
 @contextlib.contextmanager
-def _served(
-    config: EvaluateConfig, name: str, spec: str | Policy
-) -> Iterator[tuple[str | Policy, str | None]]:
-    """A row's spec and endpoint model name; a `vllm_rows` row's model is served by vLLM for the block."""
-    if isinstance(spec, str) and name in config.vllm_rows:
-        with VLLMServer(spec, config.vllm, name=name) as server:
-            yield server.base_url, server.name
+def _row_policy(
+    name: str, spec: str | Policy, make: Callable[..., Policy], vllm: VLLMServerConfig | None
+) -> Iterator[Policy]:
+    """A row's policy: a ready one as it is, else `make(spec)`; with `vllm`, its model is served by vLLM for the
+    block."""
+    if not isinstance(spec, str):
+        yield spec
+    elif vllm is None:
+        yield make(spec)
     else:
-        yield spec, config.api_model
+        with VLLMServer(spec, vllm, name=name) as server:
+            yield make(server.base_url, model=server.name)
 
 
 def _play_policy_row(
     result: MatrixResult,
-    play: Environment,
     local: Environment,
-    specs: list[dict],
-    config: EvaluateConfig,
     name: str,
     spec: str | Policy,
+    make: Callable[..., Policy],
+    play: Callable[[str, Policy], list[Episode]],
+    vllm: VLLMServerConfig | None,
 ) -> None:
-    """Play one policy row of the matrix in `play` (exact results in `local`) and add its episodes, cells and
-    timings to `result`."""
-    with _served(config, name, spec) as (spec, model):
-        policy = (
-            make_policy(
-                spec,
-                seed=config.seed,
-                temperature=config.temperature,
-                max_new_tokens=config.max_new_tokens,
-                model=model,
-                env=local,
-            )
-            if isinstance(spec, str)
-            else spec
-        )
-        decoding = "scripted" if getattr(policy, "scripted", False) else config.decoding
+    """Play one policy row of the matrix with `play` (its policy built by `make`, exact results in `local`) and
+    add its episodes, cells and timings to `result`."""
+    with _row_policy(name, spec, make, vllm) as policy:
+        decoding = "scripted" if getattr(policy, "scripted", False) else result.decoding
         start = time.perf_counter()
-        episodes = play_row(play, name, policy, specs, config.max_batch_size, config.progress)
+        episodes = play(name, policy)
         result.seconds[name] = seconds = time.perf_counter() - start
     logger.info(  # one progress line per row: a long matrix shows life without a bar
         "%s: %d games in %.1f s (%.1f games/s)",
@@ -250,5 +214,5 @@ def _play_policy_row(
     del policy  # a local model's memory goes before the next row loads
     result.episodes[name] = episodes
     for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
-        cell = episodes[i * config.games : (i + 1) * config.games]
+        cell = episodes[i * result.games : (i + 1) * result.games]
         result.rows.append(cell_row(result.suite, name, group, side, decoding, cell))

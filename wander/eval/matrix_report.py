@@ -18,7 +18,7 @@ from wander.core.episode import Episode
 from wander.core.evaluation_suite import Metric
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
-from wander.eval.matrix import MatrixResult
+from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, finite, read_matrix
 from wander.eval.report_text import (
     headline_policies,
@@ -35,7 +35,7 @@ STRING_FIELDS = ("policy", "opponent", "side", "decoding")
 # ----- metrics -----
 
 
-def matrix_dict(result: MatrixResult, seed: int) -> dict:
+def matrix_dict(result: MatrixResult) -> dict:
     """The whole matrix as nested numbers: policies.<row>.overall and policies.<row>.opponents.<opponent>.<side>."""
     policies = {}
     for name in result.policies:
@@ -49,7 +49,7 @@ def matrix_dict(result: MatrixResult, seed: int) -> dict:
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
     return {
         "games_per_cell": result.games,
-        "seed": seed,
+        "seed": result.seed,
         "policies": clean,
         "exact": result.exact,
         "worst_case": result.worst,
@@ -60,7 +60,7 @@ def _rate(result: MatrixResult, rows: list[dict], name: str) -> float | None:
     return finite(round(pooled(rows, result.suite.metric(name))["mean"], 4))
 
 
-def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+def headline_metrics(result: MatrixResult) -> dict:
     """A few numbers a person can compare across experiments, both sides pooled, for the candidate and the baseline.
 
     Per row: the suite's overview metrics pooled over the whole row, its chosen metrics in chosen column groups
@@ -72,7 +72,7 @@ def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
     layout = result.suite.report
     picks = [(result.opponents[i], metric) for i, metric in layout.extremes]
     out: dict = {}
-    for name in headline_policies(result, baseline):
+    for name in headline_policies(result):
         rows = [r for r in result.rows if r["policy"] == name]
         head = {"all": {m: _rate(result, rows, m) for m in layout.overview}}
         for opponent, metric in picks:
@@ -161,7 +161,7 @@ def exact_lines(result: MatrixResult) -> list[str]:
     return md + [""]
 
 
-def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None) -> str:
+def markdown_report(result: MatrixResult) -> str:
     """The report: settings, plots, summary, the full matrix, comparisons and sample games."""
     suite, layout = result.suite, result.suite.report
     headline = suite.metric(suite.headline)
@@ -170,7 +170,7 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
     md = [
         f"# {layout.title}",
         "",
-        intro(result, seed),
+        intro(result),
         "",
         "| policy | spec | decoding | games | seconds | games/s |",
         "|---|---|---|---:|---:|---:|",
@@ -216,7 +216,7 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
             md.append(f"| {o} | {s} | " + " | ".join(shown_value(r, m) for m in metrics) + " |")
         md.append("")
 
-    base = baseline or names[0]
+    base = result.baseline
     if len(names) > 1:
         above, below = ("below", "above") if headline.lower_is_better else ("above", "below")
         md += [

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 
 from wander.core.atomic_io import write_atomic  # noqa: E402
 from wander.eval.cells import pooled  # noqa: E402
-from wander.eval.matrix import MatrixResult  # noqa: E402
+from wander.eval.matrix_result import MatrixResult  # noqa: E402
 
 
 def _title(fig: plt.Figure, *lines: str) -> str:

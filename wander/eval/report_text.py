@@ -7,16 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from wander.core.evaluation_suite import EvaluationSuite, Metric
-from wander.eval.matrix import MatrixResult
+from wander.eval.matrix_result import MatrixResult
 from wander.policies.loading import is_scripted_name
 
 
-def headline_policies(result: MatrixResult, baseline: str | None = None) -> list[str]:
+def headline_policies(result: MatrixResult) -> list[str]:
     """The rows `dvc metrics` shows: the candidate (the last model row, not a scripted player) and the baseline."""
-    names = list(result.policies)
-    baseline = baseline or names[0]
-    models = [n for n in names if n != baseline and not is_scripted_name(result.policies[n])]
-    return [*models[-1:], baseline]
+    models = [n for n, spec in result.policies.items() if n != result.baseline and not is_scripted_name(spec)]
+    return [*models[-1:], result.baseline]
 
 
 def with_interval(stats: dict, metric: Metric, name: str | None = None) -> str:
@@ -32,14 +30,14 @@ def shown_value(stats: dict, metric: Metric) -> str:
     return with_interval(stats, metric)
 
 
-def intro(result: MatrixResult, seed: int) -> str:
+def intro(result: MatrixResult) -> str:
     """The report's first paragraph: the policies, then the suite's words on its columns, games and intervals."""
     policies = ", ".join(f"`{n}`" for n in result.policies)
     return f"Policies: {policies}. " + result.suite.report.intro.format(
         groups=", ".join(result.opponents),
         sides=" and ".join(result.sides),
         games=result.games,
-        seed=seed,
+        seed=result.seed,
         decoding=result.decoding,
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from wander.core.environment import Environment
 from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
-from wander.eval.matrix import MatrixResult
+from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, read_matrix
 from wander.eval.report_text import (
     headline_policies,
@@ -27,10 +27,10 @@ from wander.eval.report_text import (
 )
 
 
-def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
+def headline_metrics(result: MatrixResult) -> dict:
     """Per headline row (candidate and baseline): the headline metric overall and per split."""
     out = {}
-    for name in headline_policies(result, baseline):
+    for name in headline_policies(result):
         rows = [r for r in result.rows if r["policy"] == name]
         headline = result.suite.metric(result.headline)
         head = {"all": round(pooled(rows, headline)["mean"], 4)}
@@ -40,7 +40,7 @@ def headline_metrics(result: MatrixResult, baseline: str | None = None) -> dict:
     return out
 
 
-def matrix_dict(result: MatrixResult, seed: int) -> dict:
+def matrix_dict(result: MatrixResult) -> dict:
     """policies.<row>.overall and policies.<row>.opponents.<stratum>.<split>, every metric with its interval."""
     policies = {}
     for name in result.policies:
@@ -51,7 +51,7 @@ def matrix_dict(result: MatrixResult, seed: int) -> dict:
         }
         policies[name] = {"overall": summary(rows, result.suite), "opponents": groups}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
-    return {"games_per_cell": result.games, "seed": seed, "policies": clean}
+    return {"games_per_cell": result.games, "seed": result.seed, "policies": clean}
 
 
 def text_table(result: MatrixResult) -> str:
@@ -66,14 +66,14 @@ def text_table(result: MatrixResult) -> str:
     return "\n".join(lines)
 
 
-def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None) -> str:
+def markdown_report(result: MatrixResult) -> str:
     """The report: settings, plots, every metric per policy and cell, comparisons and sample episodes."""
     suite, layout = result.suite, result.suite.report
     names, metrics, headline = list(result.policies), suite.columns("summary"), suite.metric(suite.headline)
     md = [
         f"# {layout.title}",
         "",
-        intro(result, seed),
+        intro(result),
         "",
         f"![{headline.shown} heatmap]({OUTPUTS['heatmap']})",
         "",
@@ -101,7 +101,7 @@ def markdown_report(result: MatrixResult, seed: int, baseline: str | None = None
                 f"| {r['opponent']} | {r['side']} | " + " | ".join(shown_value(r, m) for m in metrics) + " |"
             )
         md.append("")
-    base = baseline or names[0]
+    base = result.baseline
     for n in (n for n in names if n != base):
         found = compare(*([r for r in result.rows if r["policy"] == p] for p in (base, n)), headline)
         md += [f"**{conclusion(found, base, n)}**", ""]

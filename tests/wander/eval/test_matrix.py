@@ -14,7 +14,7 @@ from wander import load_environment
 from wander.cli import parse_policies
 from wander.eval.cells import pooled
 from wander.eval.config import EvaluateConfig
-from wander.eval.matrix import run_matrix
+from wander.eval.matrix import MatrixInterrupted, run_matrix
 from wander.policies.scratch_model import build_scratch_model
 from wander.policies.scratch_model_config import ScratchModelConfig
 
@@ -140,6 +140,24 @@ def test_every_game_of_a_row_goes_in_one_batch():
     run_matrix(config, built={"rec": Recording(seed=0)})
     assert calls[0] == 2 * 2 * 7  # every cell's games in the first call
     assert calls == sorted(calls, reverse=True)  # then the live ones, turn by turn
+
+
+def test_the_result_names_its_seed_and_a_baseline_it_has():
+    class Broken(RandomPlayer):
+        def __call__(self, conversations):
+            raise RuntimeError("broken")
+
+    config = EvaluateConfig(
+        policies={"r": "random", "teacher": "teacher"}, references=[], opponents=["random"], games=2, seed=4,
+        progress=False,
+    )  # fmt: skip
+    result = run_matrix(config)
+    assert (result.seed, result.baseline) == (4, "teacher")
+    assert run_matrix(config.model_copy(update={"baseline": None})).baseline == "r"  # null: the first row
+    # A stopped matrix compares with a row that finished: the first, when the baseline row never played.
+    with pytest.raises(MatrixInterrupted) as stopped:
+        run_matrix(config, built={"teacher": Broken(seed=0)})
+    assert list(stopped.value.partial.policies) == ["r"] and stopped.value.partial.baseline == "r"
 
 
 def test_bad_config_is_refused_with_the_fix():

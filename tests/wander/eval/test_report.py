@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import errno
 import json
 import os
@@ -75,7 +76,7 @@ def result(config):
 
 @pytest.fixture(scope="module")
 def paths(result, config):
-    return write_report(result, config.out_dir, config.seed)
+    return write_report(result, config.out_dir)
 
 
 def rows_of(result, name):
@@ -134,7 +135,7 @@ def check_renamed_into_place(out: Path, events: list[tuple[str, ...]], names: It
 
 def test_every_output_is_written_under_a_temporary_name_then_renamed_into_place(result, tmp_path):
     with file_events() as events:
-        paths = write_report(result, tmp_path, seed=0)
+        paths = write_report(result, tmp_path)
     assert set(paths) == set(OUTPUTS)
     assert all(path.stat().st_size > 0 for path in paths.values())
     check_renamed_into_place(tmp_path, events, OUTPUTS.values())
@@ -143,13 +144,13 @@ def test_every_output_is_written_under_a_temporary_name_then_renamed_into_place(
 def test_the_atomicity_check_catches_a_writer_that_writes_in_place(result, tmp_path, monkeypatch):
     monkeypatch.setattr(atomic_io, "_tmp_name", lambda path, kind: path)  # a broken writer: no temporary name
     with file_events() as events:
-        write_report(result, tmp_path, seed=0)
+        write_report(result, tmp_path)
     with pytest.raises(AssertionError, match="written in place"):
         check_renamed_into_place(tmp_path, events, OUTPUTS.values())
 
 
 def test_an_interrupted_report_leaves_every_file_whole_and_no_temporary_file(result, tmp_path, monkeypatch):
-    before = {kind: path.read_bytes() for kind, path in write_report(result, tmp_path, seed=0).items()}
+    before = {kind: path.read_bytes() for kind, path in write_report(result, tmp_path).items()}
     savefig = Figure.savefig
 
     def disk_full_at_the_bars(self, fname, *args, **kwargs):
@@ -161,7 +162,7 @@ def test_an_interrupted_report_leaves_every_file_whole_and_no_temporary_file(res
     monkeypatch.setattr(Figure, "savefig", disk_full_at_the_bars)
     # Another seed, which matrix.json and report.md record: a rewrite of either shows.
     with pytest.raises(OSError, match="No space left"):
-        write_report(result, tmp_path, seed=1)
+        write_report(dataclasses.replace(result, seed=1), tmp_path)
     paths = {kind: tmp_path / name for kind, name in OUTPUTS.items()}
     # Written before the failure: the new versions, whole.
     assert json.loads(paths["matrix"].read_text())["seed"] == 1
@@ -208,7 +209,7 @@ def test_metrics_json_holds_only_the_candidate_and_baseline_headline(tmp_path):
         return {"old": Clumsy(seed=2), "new": FirstFree()}
 
     result = run_matrix(config, built=built())
-    paths = write_report(result, tmp_path, config.seed, config.baseline)
+    paths = write_report(result, tmp_path)
     metrics = json.loads(paths["metrics"].read_text())
     # The last model row is the candidate; scripted rows and earlier checkpoints stay in the matrix only.
     assert list(metrics) == ["new", "teacher"]
@@ -329,10 +330,8 @@ def test_verdict_and_bad_input():
 
 
 def test_sampled_decoding_is_reported(result):
-    import dataclasses
-
     sampled = dataclasses.replace(result, decoding="sampled (temperature 0.8)")
-    assert "decoding: sampled (temperature 0.8)" in markdown_report(sampled, seed=0)
+    assert "decoding: sampled (temperature 0.8)" in markdown_report(sampled)
 
 
 def test_run_returns_the_metrics_it_writes(tmp_path):

@@ -49,7 +49,7 @@ def test_every_metric_of_the_suite_is_in_its_matrix_rows(name, tmp_path):
         assert [column for column, _ in suite.spec_columns] == [
             k for k in row if k in dict(suite.spec_columns)
         ]
-    write_report(result, tmp_path, config.seed)  # every table, label and pick of the suite renders
+    write_report(result, tmp_path)  # every table, label and pick of the suite renders
     assert suite.report.title in (tmp_path / "report.md").read_text()
     assert len(text_table(result).splitlines()) == 2 + len(result.rows)
     headline = suite.comparable(suite.headline)  # the headline can always be compared

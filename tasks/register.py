@@ -33,7 +33,8 @@ from wander.core.pipeline_hooks import reply_budget
 from wander.eval.cells import pooled
 from wander.eval.compare import WORSE, compare, compare_exact, conclusion, is_better
 from wander.eval.config import EvaluateConfig
-from wander.eval.matrix import MatrixResult, run_matrix
+from wander.eval.matrix import run_matrix
+from wander.eval.matrix_result import MatrixResult
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]

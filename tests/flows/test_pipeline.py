@@ -81,6 +81,7 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
         "dvc push",
         "experimental feature",
         "Downloading artifacts",
+        "Creating initial MLflow database tables",
     ):
         assert hint not in out, hint
     assert "Running stage 'build_model'" in out and "Updating lock file 'dvc.lock'" in out

@@ -30,6 +30,7 @@ CHATTY = ("httpx", "httpx2", "httpcore", "openai", "uvicorn", "uvicorn.access", 
 QUIET_ENV = {
     "TRL_EXPERIMENTAL_SILENCE": "1",  # "You are using 'rollout_func', which is an experimental feature", per trainer
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",  # a download bar per model read back from the registry
+    "MLFLOW_LOGGING_LEVEL": "WARNING",  # "Creating initial MLflow database tables...", per new store
 }
 # Warnings one library raises about how it calls another, which nothing in wander or its params can change.
 # No filter here reaches a warning that a library raises under a `warnings.catch_warnings()` filter of its own

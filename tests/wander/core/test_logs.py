@@ -185,3 +185,20 @@ def test_a_flow_or_stage_started_from_a_shell_sends_no_telemetry():
         assert done.returncode == 0, done.stderr
         seen = json.loads(done.stdout)
         assert {k: seen[k] for k in OFFLINE_ENV} == {**OFFLINE_ENV, "HF_HUB_OFFLINE": "0"}, package
+
+
+def test_a_flow_s_new_mlflow_store_is_created_without_mlflow_s_info_lines(tmp_path):
+    # The flow process opens the pipeline's run in a store it may create: MLflow's INFO about its tables is off,
+    # as in the stages (QUIET_ENV), unless the environment says otherwise.
+    code = "import flows; from tasks.runtime.tracking import setup; import sys; setup(sys.argv[1])"
+    for env, shown in (({}, False), ({"MLFLOW_LOGGING_LEVEL": "INFO"}, True)):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / str(shown))],
+            cwd=REPO,
+            env={**{k: v for k, v in clean_env().items() if k not in QUIET_ENV}, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert ("Creating initial MLflow database tables" in done.stderr) == shown, done.stderr[-2000:]

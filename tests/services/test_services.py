@@ -116,6 +116,32 @@ def test_an_mlflow_run_lands_in_postgres_and_its_artifact_in_s3(services: Servic
     assert s3.get_object(Bucket=MLFLOW_BUCKET, Key=keys[0])["Body"].read() == b"# a report\n"
 
 
+def test_a_stage_s_artifacts_go_to_the_server_s_store(
+    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The project's tracking with MLFLOW_TRACKING_URI set: the experiment takes the server's artifact location
+    # (proxied to S3), not a file:// folder of the machine that created it.
+    import mlflow
+
+    from tasks.runtime import tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", services.settings.mlflow_uri)
+    experiment = f"stages-{secrets.token_hex(4)}"
+    (tmp_path / "metrics.json").write_text('{"win": 1}\n')
+    with tracking.stage_run(
+        "evaluate", {"evaluate": {"games": 2}}, root=tmp_path, experiment=experiment
+    ) as run:
+        assert tracking.log_artifact(tmp_path / "metrics.json", "metrics")
+    assert not mlflow.get_experiment_by_name(experiment).artifact_location.startswith("file:")
+    s3 = objectstore.client(services.settings, services.credentials)
+    listed = s3.list_objects_v2(Bucket=MLFLOW_BUCKET, Prefix="artifacts/")
+    assert any(
+        item["Key"].endswith(f"{run.info.run_id}/artifacts/metrics/metrics.json")
+        for item in listed["Contents"]
+    )
+    assert not (tmp_path / "mlflow" / "artifacts").exists()
+
+
 def _sh(args: list[str], cwd: Path) -> str:
     result = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
     assert result.returncode == 0, f"{args}: {result.stdout}{result.stderr}"

@@ -130,7 +130,9 @@ def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = Fa
     return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}
 
 
-@flow(name="wander-pipeline", log_prints=True)
+# The flow's own lines go through its run logger (the terminal and Prefect's UI); not log_prints: a library that
+# captures stdout for itself (dill's `dis` of a function, when datasets hashes an arrow table) would print into the log.
+@flow(name="wander-pipeline")
 def pipeline(
     root: str = str(PROJECT),
     stages: list[str] | None = None,
@@ -143,18 +145,16 @@ def pipeline(
     from tasks.runtime.tracking import pipeline_run
 
     if profile:
-        print(apply_profile(Path(root), profile))
+        get_run_logger().info(apply_profile(Path(root), profile))
     check_params(Path(root))  # what a later stage would refuse stops the run before the first one
     names = stages or dvc_stages(Path(root))
     results = []
     logged = {"stages": ",".join(names), **({"profile": profile} if profile else {})}
     with pipeline_run("pipeline", logged, root=root, experiment=experiment) as run_id:
         for name in names:
-            retried = run_stage.with_options(
-                retries=RETRIES.get(name.split("@")[0], 0), retry_delay_seconds=5
-            )
+            retried = run_stage.with_options(retries=RETRIES.get(name, 0), retry_delay_seconds=5)
             results.append(retried(name, root, run_id, force))
-    print(summary(Path(root), run_id))
+    get_run_logger().info(summary(Path(root), run_id))
     return results
 
 

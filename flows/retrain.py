@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 
 from flows.pipeline import PROJECT, stoppable, stream
 
@@ -73,7 +73,7 @@ def run_module(name: str, args: list[str], root: str, parent_run_id: str) -> Non
     stream([sys.executable, "-m", f"tasks.{name}", *args], root, parent_run_id)
 
 
-@flow(name="wander-retrain", log_prints=True)
+@flow(name="wander-retrain")  # its lines through the run logger, as the pipeline's (flows/pipeline.py)
 def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str | None = None) -> dict:
     """Retrain the champion on fresh seeds (default: one per day), evaluate, register; return register's metrics.
 
@@ -98,7 +98,7 @@ def retrain(root: str = str(PROJECT), seed: int | None = None, model_name: str |
         run_module("evaluate", ["--params", str(params_file)], root, run_id)
         run_module("register", ["--params", str(params_file)], root, run_id)
     result = json.loads((Path(root) / work / "metrics/register.json").read_text())
-    print(
+    get_run_logger().info(
         f"retrain seed {seed}: version {result['version']}, promoted={result['promoted']} ({result['reason']})"
     )
     return result

@@ -6,11 +6,14 @@ test_pipeline_envs.py, what reverse_text's outputs mean is here."""
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tasks.runtime.scratch_copy import run_in
 from wander.cli import main
 
 
@@ -61,3 +64,17 @@ def test_wander_eval_plays_reverse_text(project: Path, capsys: pytest.CaptureFix
     assert "stratum-2" in out.out + out.err and (project / "adhoc/headline_heatmap.png").is_file()
     metrics = json.loads((project / "adhoc/metrics.json").read_text())
     assert metrics["expert"]["reward"]["all"] == 1.0  # the slip-free teacher reverses every text
+
+
+@pytest.mark.slow
+def test_the_flow_on_the_finished_run_skips_every_stage_and_its_log_holds_only_its_lines(
+    project: Path, tmp_path: Path
+) -> None:
+    # A copy: the shared run stays DVC's alone. Every stage is up to date, so the flow prints the skips and the
+    # summary; reverse_text's env hashes a datasets table as it is built (preflight, summary), whose dill
+    # disassembles a function into a stdout of its own: none of it may reach the flow's log.
+    copy = tmp_path / "project"
+    shutil.copytree(project, copy, symlinks=True)
+    out = run_in(copy, [sys.executable, "-m", "flows.pipeline"])
+    assert out.count("didn't change, skipping") == 8 and "grpo-main vs teacher: headline metric" in out
+    assert "LOAD_GLOBAL" not in out and "RESUME" not in out

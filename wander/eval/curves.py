@@ -36,6 +36,12 @@ def read_curves(model_dirs: dict[str, str]) -> list[tuple[str, list[dict]]]:
     return [(name, json.loads(p.read_text())) for name, p in paths.items() if p.is_file()]
 
 
+def rate_series(curves: list[tuple[str, list[dict]]]) -> tuple[tuple[str, str], ...]:
+    """(key, label) of every rate the curves have: each key but the step and the point's wall-clock `seconds`."""
+    keys = {k for _, points in curves for p in points for k in p}
+    return tuple((k, k) for k in sorted(keys - {"step", "seconds"}))
+
+
 def plot_curves(
     curves: list[tuple[str, list[dict]]], path: Path, series: tuple[tuple[str, str], ...] = ()
 ) -> Path:
@@ -43,8 +49,7 @@ def plot_curves(
     against the cumulative GRPO step, stage boundaries marked (a note when there is no curve)."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     offset = 0
-    keys = {k for _, points in curves for p in points for k in p}
-    series = series or tuple((k, k) for k in sorted(keys - {"step"}))
+    series = series or rate_series(curves)
     joined: dict[str, tuple[list[int], list[float]]] = {key: ([], []) for key, _ in series}
     for index, (stage, points) in enumerate(curves):
         for point in points:

@@ -5,7 +5,7 @@ import json
 import matplotlib.image
 
 from wander import load_environment
-from wander.eval.curves import CURVE_FILE, curve_points, plot_curves, read_curves
+from wander.eval.curves import CURVE_FILE, curve_points, plot_curves, rate_series, read_curves
 from wander.policies.loading import make_policy
 
 
@@ -46,3 +46,8 @@ def test_every_series_an_env_names_is_a_key_of_its_learning_curve():
     keys = set(env.curve_metrics(make_policy("minimax-0", env=env)))
     assert series and {key for key, _ in series} <= keys
     assert load_environment("reverse_text").evaluation_suite().curve_series == ()  # every key is plotted
+
+
+def test_an_env_without_named_series_plots_its_rates_not_the_points_seconds():
+    curves = [("grpo-main", [{"step": 0, "exact": 0.17, "lcs_ratio": 0.88, "seconds": 0.67}])]
+    assert rate_series(curves) == (("exact", "exact"), ("lcs_ratio", "lcs_ratio"))

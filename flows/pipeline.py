@@ -32,6 +32,7 @@ from typing import IO
 from prefect import flow, get_run_logger, task
 from prefect.exceptions import TerminationSignal
 
+from flows.service_check import refuse_when_down
 from wander.core.process_tree import WATCH_PID_ENV, exit_after, start_group, stop_group, stop_on_signals
 
 # Stages that talk to the outside world (a teacher API) get retries; the rest fail fast.
@@ -234,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         check_params(PROJECT, args.profile)
     except ValueError as exc:  # PreflightError, or a params file the model refuses
         print(f"python -m flows.pipeline: {exc}", file=sys.stderr)
+        return 2
+    if refuse_when_down(
+        "python -m flows.pipeline", PROJECT
+    ):  # a team service down or refusing: one line each
         return 2
     return stoppable(lambda: pipeline(profile=args.profile))
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from prefect import flow, get_run_logger, task
 
 from flows.pipeline import PROJECT, stoppable, stream
+from flows.service_check import refuse_when_down
 
 if TYPE_CHECKING:
     from tasks.params.sections import Params
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         help="registered model to retrain (default: register.model_name, or wander-<env.name>)",
     )
     args = parser.parse_args(argv)
+    if refuse_when_down("python -m flows.retrain", PROJECT):  # before Prefect starts: one line per service
+        return 2
     return stoppable(lambda: retrain(seed=args.seed, model_name=args.model_name))
 
 

@@ -43,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return serve(run_config(args.params, args.profile), args)
-    except (
-        ValueError
-    ) as exc:  # params the model refuses (ParamsError), a bad serving option: one line, as `wander`'s
+    # Params the model refuses (a ParamsError) or a bad serving option: one line, as `wander`'s.
+    except ValueError as exc:
         print(f"ui: error: {exc}", file=sys.stderr)
         return 2
 

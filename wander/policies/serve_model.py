@@ -39,11 +39,8 @@ def serve_model_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("stopped")
         return 0
-    except (
-        RuntimeError,
-        TimeoutError,
-        FileNotFoundError,
-    ) as exc:  # it did not start: one message, its log tail
+    # It did not start: one message, its log tail.
+    except (RuntimeError, TimeoutError, FileNotFoundError) as exc:
         print(f"wander: error: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -106,9 +106,8 @@ class UIState:
             folder = resolved.folder
         try:
             return make_policy(str(folder), **budget)
-        except (
-            Exception
-        ) as exc:  # a folder that holds no loadable model: said on the page, the server goes on
+        # A folder that holds no loadable model: said on the page, the server goes on.
+        except Exception as exc:
             raise PlayError(f"could not load the model in {folder}: {type(exc).__name__}: {exc}") from None
 
     def _named_folder(self, spec: str) -> Path | None:

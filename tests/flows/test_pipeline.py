@@ -579,16 +579,19 @@ def test_a_changed_sft_learning_rate_retrains_every_grpo_stage_a_changed_last_st
     assert json.loads((root / "data/metrics/sft.json").read_text())["train_loss"] > 0
     assert not list((root / "data/work").rglob("checkpoint-*"))  # a finished run leaves nothing to resume
 
-    # The polish stage samples cooler: DVC reruns grpo (its recipe changed), which trains polish alone.
+    # The env's curriculum set in params.yaml, its polish stage sampling cooler: DVC reruns grpo (its section
+    # changed; the recipe file is also sft's dep), which keeps wide and strong (the same inputs), trains polish.
     trained = {m: (root / "data/models" / m / "model.safetensors").read_bytes() for m in models}
-    recipe_file.write_text(
-        recipe.replace("      max_steps: 80\n", "      max_steps: 80\n      temperature: 0.9\n")
-    )
-    assert "temperature: 0.9" in recipe_file.read_text()
+    stage_file = root / "data/models/grpo/polish/grpo_stage.json"
+    before_polish = json.loads(stage_file.read_text())["fingerprint"]
+    params["grpo"]["stages"] = yaml.safe_load(recipe)["grpo"]["stages"]
+    params["grpo"]["stages"]["polish"]["temperature"] = 0.9
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh(["dvc", "repro", "grpo"], root)
     assert [line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")] == ["grpo"]
-    assert "grpo@wide: kept" in out and "grpo@strong: kept" in out and "grpo@polish: kept" not in out
-    for model in models:
-        same = (root / "data/models" / model / "model.safetensors").read_bytes() == trained[model]
-        assert same == (model != "grpo/polish"), model
+    assert "grpo@wide: kept" in out and "grpo@strong: kept" in out and "grpo@polish: 2 steps in" in out
+    for model in ("sft", "grpo/wide", "grpo/strong"):
+        assert (root / "data/models" / model / "model.safetensors").read_bytes() == trained[model], model
+    # Polish trained again, on new inputs (the smoke's two steps may leave its weights where they were).
+    assert json.loads(stage_file.read_text())["fingerprint"] != before_polish
     assert json.loads((root / "data/metrics/grpo.json").read_text())["grpo-polish"]["steps"] == 2

@@ -54,6 +54,18 @@ def dvc_hashes(lock_file: str | Path) -> dict[str, str]:
     }
 
 
+def dvc_hash(hashes: dict[str, str], path: str | Path) -> str:
+    """The md5 DVC recorded for `path`, or `<md5>:<path inside>` of the DVC output folder holding it (a curriculum
+    stage's model in `data/models/grpo`); "untracked" when no output holds it."""
+    path = Path(path)
+    if str(path) in hashes:
+        return hashes[str(path)]
+    for out, md5 in hashes.items():
+        if path.is_relative_to(out):
+            return f"{md5}:{path.relative_to(out).as_posix()}"
+    return "untracked"
+
+
 def matrix_rows(eval_dir: str | Path, policy: str) -> list[dict]:
     """The evaluate stage's tidy rows of one policy, with numeric fields as numbers."""
     path = Path(eval_dir) / "matrix.csv"
@@ -211,10 +223,10 @@ def run(params: Params) -> dict:
         tags = {
             KEY_TAG: key,
             "wander.checkpoint": str(checkpoint),
-            "wander.dvc_md5": hashes.get(str(checkpoint), "untracked"),
+            "wander.dvc_md5": dvc_hash(hashes, checkpoint),
             "wander.parent": parent or "none",
-            "wander.parent_md5": hashes.get(config.lineage[parent], "untracked") if parent else "none",
-            **{f"wander.dataset.{d}": hashes.get(d, "untracked") for d in config.datasets},
+            "wander.parent_md5": dvc_hash(hashes, config.lineage[parent]) if parent else "none",
+            **{f"wander.dataset.{d}": dvc_hash(hashes, d) for d in config.datasets},
             f"eval.{metric.name}": f"{overall:.4f}",
             "wander.promoted": str(promoted).lower(),
             "wander.promotion_reason": reason,

@@ -122,7 +122,10 @@ def test_flow_runs_every_stage_and_leaves_the_artifacts(project):
     } <= children
     version = mlflow.MlflowClient().get_model_version_by_alias("wander-tictactoe", "champion")
     assert int(version.version) == 1 and version.tags["wander.parent"] == "grpo-strong"
-    assert version.tags["wander.dvc_md5"] != "untracked"
+    # The candidate's model lies in the grpo stage's one output folder: its hash and the path inside it.
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]["grpo"]["outs"]
+    assert version.tags["wander.dvc_md5"] == f"{lock[0]['md5']}:polish"
+    assert version.tags["wander.parent_md5"] == f"{lock[0]['md5']}:strong"
 
 
 READY_SECONDS = 600  # the most a flow may take to reach the moment a test stops it

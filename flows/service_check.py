@@ -24,7 +24,7 @@ from wander.core.logs import redact_url
 
 TIMEOUT_SECONDS = 5.0
 # The make target that installs the services extra (boto3, dvc-s3) alone, without starting any server.
-EXTRA_TARGET = "make .venv/.installed-services"
+EXTRA_TARGET = "make services-deps"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 

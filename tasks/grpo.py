@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.params.sections import Params
 from tasks.runtime.episodes import episode_env
@@ -28,6 +28,9 @@ from tasks.runtime.trainer_args import trainer_args
 from wander.core.atomic_io import TEMP_NAME, atomic_dir, clean_leftovers, write_json
 from wander.core.pipeline_hooks import reply_budget
 from wander.eval.curves import CURVE_FILE, curve_points
+
+if TYPE_CHECKING:  # the package wander.training imports TRL: loaded inside the training only
+    from wander.training.curriculum_config import CurriculumStage
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ def run(params: Params, part_run: PartRun) -> dict:
 
 def train_stage(
     params: Params,
-    stages: dict[str, Any],
+    stages: dict[str, CurriculumStage],
     index: int,
     start_model: Path,
     out: Path,
@@ -93,10 +96,10 @@ def train_stage(
     inputs = (config.model_copy(update={"stages": None}), stages[name], params.env.kwargs())
     code = stage_code("tasks.grpo", params.env.name)
     key = fingerprint(inputs, start_model, layout.datasets, code=code)
-    done = out / STAGE_FILE
-    if done.is_file() and json.loads(done.read_text())["fingerprint"] == key:
+    done = json.loads((out / STAGE_FILE).read_text()) if (out / STAGE_FILE).is_file() else {}
+    if done.get("fingerprint") == key:
         logger.info("grpo@%s: kept %s (trained on the same inputs)", name, out)
-        return json.loads(done.read_text())["metrics"]
+        return done["metrics"]
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     with part_run(f"grpo@{name}"):
@@ -111,15 +114,15 @@ def train_stage(
         start = time.monotonic()
         spec = trainer_spec(GRPOTrainer, args=args, rollout=rollout, peft_config=lora_config(config.lora))
         trainer = Curriculum(list(stages.values())).trainer(env, spec, index, model=str(start_model))
-        if config.curve_every:  # the curve plays the env's own settings, not the stage's opponent range
-            curve = (
-                LearningCurveCallback(  # greedy replies as long as a rollout's model turns: never cut shorter
-                    load_environment(**params.env.kwargs()),
-                    trainer,
-                    config.curve_every,
-                    max_new_tokens=curve_tokens,
-                    keep_best=config.keep_best,
-                )
+        # The curve plays the env's own settings, not the stage's opponent range, with greedy replies as long as a
+        # rollout's model turns: never cut shorter.
+        if config.curve_every:
+            curve = LearningCurveCallback(
+                load_environment(**params.env.kwargs()),
+                trainer,
+                config.curve_every,
+                max_new_tokens=curve_tokens,
+                keep_best=config.keep_best,
             )
             trainer.add_callback(curve)
         result = train_resumable(trainer, fingerprint=key)

@@ -11,7 +11,9 @@ that read them list the recipe file as a DVC dep (an env of the catalogue has on
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
+import operator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -83,11 +85,7 @@ def _recipe_values(data: Mapping) -> dict[str, Any]:
         if whole is None:
             values[key] = value
         elif whole not in values:
-            *path, field = whole.split(".")
-            block = data
-            for part in path:
-                block = block[part]
-            values[whole] = block[field]
+            values[whole] = functools.reduce(operator.getitem, whole.split("."), data)
     return values
 
 

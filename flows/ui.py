@@ -4,7 +4,9 @@ The library's UI reads no params file (wander/ui/run_config.py). Here the params
 `tasks.params.load.load_params`, which checks it and fills what it leaves to the env (its recipe, the lineage of its
 GRPO curriculum), and the UI is handed the typed values: the evaluate stage's folder, the stages' metrics folder, the
 env and its settings, the lineage and the registered model's name. The project folder is the params file's: every
-folder the params name is relative to it. Every other option is `wander ui`'s own (`add_serve_arguments`).
+folder the params name is relative to it. The registry and the learning curves are read through MLflow's client
+(`tasks.runtime.tracking_reader`), on the store the stages log to: `MLFLOW_TRACKING_URI` (a team's tracking server),
+else the project's sqlite store. Every other option is `wander ui`'s own (`add_serve_arguments`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from tasks.params.load import add_params_arguments, load_params
+from tasks.runtime.tracking_reader import MlflowRunStore
 from wander.cli import port_number
 from wander.core.offline import stay_offline
 from wander.ui.app import add_serve_arguments, serve
@@ -42,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     add_serve_arguments(parser, port_number)
     args = parser.parse_args(argv)
     try:
-        return serve(run_config(args.params, args.profile), args)
+        run = run_config(args.params, args.profile)
+        return serve(run, args, MlflowRunStore(run.root))
     # Params the model refuses (a ParamsError) or a bad serving option: one line, as `wander`'s.
     except ValueError as exc:
         print(f"ui: error: {exc}", file=sys.stderr)

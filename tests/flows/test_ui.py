@@ -61,6 +61,9 @@ def test_the_project_ui_serves_what_its_params_say(tmp_path):
     for name in params.register.lineage:
         assert f'<option value="{name}">' in play and f"data-stage='{name}'" in curves
     assert f"Registered versions of {MODEL_NAME}" in curves
+    # Handed a tracking store (MLflow's client on the project's store, none made yet here): read, not missing.
+    assert f"No registered version in sqlite:///{tmp_path.resolve()}/mlflow/mlflow.db" in curves
+    assert "no tracking store connected" not in curves.lower() and not (tmp_path / "mlflow").exists()
     assert "parameters 123" in curves  # the base's stage metrics, from the layout's metrics folder
     # Each curriculum stage's node shows its own headline, from the grpo stage's one metrics file.
     for row, steps in (("grpo-wide", 41), ("grpo-polish", 83)):

@@ -1,8 +1,10 @@
 """`wander ui`: one local web app with three views of a pipeline run (Play, Episodes, Curves and lineage).
 
-FastAPI with server-rendered pages (wander/ui/pages.py). It reads only the run's own files and the local MLflow
-store (wander/ui/run_files.py), where its `RunConfig` says they lie (wander/ui/run_config.py: the library reads
-no params file; the project's `python -m flows.ui` reads params.yaml through its params model), and binds to loopback unless told otherwise. It answers only its own pages (Host,
+FastAPI with server-rendered pages (wander/ui/pages.py). It reads the run's own files (wander/ui/run_files.py), where
+its `RunConfig` says they lie (wander/ui/run_config.py: the library reads no params file; the project's
+`python -m flows.ui` reads params.yaml through its params model), and the registry and learning curves through the
+`RunStore` it is handed (wander/ui/tracking_store.py: the project's reads MLflow through its client; the library's
+own `wander ui` has none and says so), and binds to loopback unless told otherwise. It answers only its own pages (Host,
 Origin and CSRF-token checks, wander/ui/guard.py), bounds request bodies, loads only the models the user allowed
 (wander/ui/models.py) and registered environments, and keeps bounded caches of them.
 """
@@ -29,7 +31,8 @@ from wander.ui.guard import SameOrigin, new_token
 from wander.ui.models import SCRIPTED_HINT, ModelAccess
 from wander.ui.play import Games, PlayError
 from wander.ui.run_config import RunConfig
-from wander.ui.run_files import MLFLOW_DB, RunFiles
+from wander.ui.run_files import RunFiles
+from wander.ui.tracking_store import NO_STORE, RunStore, TrackingStoreError
 
 MAX_POLICIES = 4  # loaded policies kept (a model folder takes seconds to load)
 MAX_ENVS = 8  # environments kept (each holds its datasets); the oldest used goes first
@@ -37,10 +40,14 @@ MAX_BODY = 64 * 1024  # bytes of a request body: a typed turn is the longest thi
 
 
 class UIState:
-    """What the views share: the run, the games, and the environments and policies loaded so far."""
+    """What the views share: the run's files, its tracking store (None: not connected), the games, and the
+    environments and policies loaded so far."""
 
-    def __init__(self, run: RunConfig, seed: int = 0, access: ModelAccess | None = None):
+    def __init__(
+        self, run: RunConfig, seed: int = 0, access: ModelAccess | None = None, store: RunStore | None = None
+    ):
         self.run = RunFiles(run)
+        self.store = store
         self.games = Games(seed)
         self.seed = seed
         self.access = access or ModelAccess(self.run.root)
@@ -113,12 +120,18 @@ class UIState:
     def _named_folder(self, spec: str) -> Path | None:
         """The folder of `champion` or of a lineage name (the run's own, so trusted); None for other specs."""
         if spec == "champion":
-            folder = self.run.alias_checkpoint("champion")
+            instead = f"name a model folder, {SCRIPTED_HINT} or a URL"
+            model = self.run.config.model_name
+            if self.store is None:
+                raise PlayError(f"no registered champion: {NO_STORE}; or {instead}")
+            try:
+                folder = None if model is None else self.store.checkpoint(model, "champion")
+            except TrackingStoreError as exc:
+                raise PlayError(f"no registered champion: {exc}; or {instead}") from None
             if folder is None:
                 raise PlayError(
-                    f"no registered champion of {self.run.config.model_name or 'a model (no model name given)'} "
-                    f"in {self.run.mlflow_db}: run the pipeline (`make run`), or name a model folder, {SCRIPTED_HINT} "
-                    "or a URL"
+                    f"no registered champion of {model or 'a model (no model name given)'} in {self.store.location}: "
+                    f"run the pipeline (`make run`), or {instead}"
                 )
             return folder
         return dict(self.run.lineage()).get(spec)
@@ -129,11 +142,13 @@ def create_app(
     seed: int = 0,
     allow_remote_models: bool = False,
     api_key_endpoints: Iterable[str] = (),
+    store: RunStore | None = None,
 ) -> FastAPI:
-    """The app for `run`; `seed` draws the games' episode seeds; the rest: `wander.ui.models`."""
+    """The app for `run` and its tracking `store` (None: the pages say none is connected); `seed` draws the games'
+    episode seeds; the rest: `wander.ui.models`."""
     app = FastAPI(title="wander ui", docs_url=None, redoc_url=None, openapi_url=None)
     access = ModelAccess(Path(run.root), allow_remote_models, tuple(api_key_endpoints))
-    app.state.ui = UIState(run, seed, access)
+    app.state.ui = UIState(run, seed, access, store)
     for view in (play_view, episodes_view, curves_view):
         app.include_router(view.router)
 
@@ -147,21 +162,27 @@ def create_app(
     return app
 
 
-def serve(run: RunConfig, args: argparse.Namespace) -> int:
-    """Serve the UI of `run` with the options of `add_serve_arguments` until interrupted."""
+def serve(run: RunConfig, args: argparse.Namespace, store: RunStore | None = None) -> int:
+    """Serve the UI of `run` (and its tracking `store`, if any) with the options of `add_serve_arguments` until
+    interrupted."""
     import uvicorn
 
     root = Path(run.root)
     if not root.is_dir():
         raise ValueError(f"{root} is not a folder: give the project folder of a run")
-    app = create_app(run, args.seed, args.allow_remote_models, args.api_key_endpoint)
-    print(f"wander ui for {root.resolve()} at http://{args.host}:{args.port}/ (Ctrl-C stops it)", flush=True)
+    app = create_app(run, args.seed, args.allow_remote_models, args.api_key_endpoint, store)
+    tracking = store.location if store is not None else "no tracking store"
+    print(
+        f"wander ui for {root.resolve()} ({tracking}) at http://{args.host}:{args.port}/ (Ctrl-C stops it)",
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
 def ui_command(args: argparse.Namespace) -> int:
-    """`wander ui`: serve the UI of a plain folder, described by the command's options."""
+    """`wander ui`: serve the UI of a plain folder, described by the command's options, with no tracking store (the
+    library never imports mlflow: `python -m flows.ui` hands the UI one)."""
     run = RunConfig(
         Path(args.root),
         eval_dir=args.eval_dir,
@@ -229,6 +250,8 @@ def register(sub: Any, port_type: Any = int) -> None:
         help="a checkpoint of the lineage, in training order; repeatable (default: none)",
     )
     p.add_argument(
-        "--model-name", help=f"the registered model in {MLFLOW_DB} (default: none, no registry read)"
+        "--model-name",
+        help="the registered model's name (default: none); its registry is read only with a tracking store: "
+        "python -m flows.ui",
     )
     p.set_defaults(func=ui_command)

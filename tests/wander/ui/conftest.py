@@ -1,7 +1,8 @@
 """A small pipeline run for `wander ui`, built cheaply: a tiny untrained model as the lineage's only checkpoint, a
 real evaluation (wander.eval.evaluation.evaluate: the tiny model and two scripted rows, 2 games per cell), a stage
 metrics file, and a real MLflow sqlite store with a stage run's per-step metrics and the model registered as the
-`champion` version; and the `RunConfig` the project's `python -m flows.ui` would hand the UI for it."""
+`champion` version; and the `RunConfig` and the tracking store (MLflow's client on that store) the project's
+`python -m flows.ui` would hand the UI for it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from wander.ui.run_config import RunConfig
+from wander.ui.tracking_store import RunStore
 
 ENV = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8, max_turns=4)
 # hidden 64, 2 layers (as tests/wander/training): an untrained model whose replies are mostly not moves.
@@ -91,6 +93,15 @@ def run_root(tmp_path_factory) -> Path:
 def run_config(run_root) -> RunConfig:
     """The tiny run as the UI is told of it."""
     return described(run_root)
+
+
+@pytest.fixture(scope="session")
+def run_store(run_root) -> RunStore:
+    """The tiny run's MLflow store read through MLflow's client, as `python -m flows.ui` reads it."""
+    from tasks.runtime.tracking import project_store
+    from tasks.runtime.tracking_reader import MlflowRunStore
+
+    return MlflowRunStore(run_root, project_store(run_root))  # named: whatever MLFLOW_TRACKING_URI says
 
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")

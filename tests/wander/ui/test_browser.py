@@ -16,10 +16,10 @@ from .conftest import post_form
 
 
 @pytest.fixture(scope="module")
-def ui_url(run_config):
-    """The UI of the tiny run, on a loopback port."""
+def ui_url(run_config, run_store):
+    """The UI of the tiny run and its tracking store, on a loopback port."""
     with serve_in_thread(
-        create_app(run_config, seed=1), api_path="", probe_path="/play", startup_timeout=60
+        create_app(run_config, seed=1, store=run_store), api_path="", probe_path="/play", startup_timeout=60
     ) as url:
         yield url
 

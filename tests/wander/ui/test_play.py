@@ -135,7 +135,7 @@ def test_a_folder_without_a_run_says_so(tmp_path):
     run = RunFiles(RunConfig(tmp_path))
     with pytest.raises(RunMissing, match="run the pipeline first"):
         run.episodes()
-    assert run.versions() == [] and run.curves() == [] and run.lineage() == []
+    assert run.stage_metrics() == {} and run.lineage() == []
 
 
 def test_a_missing_run_is_a_message_on_each_page(tmp_path):
@@ -147,7 +147,9 @@ def test_a_missing_run_is_a_message_on_each_page(tmp_path):
         episodes.text
     )
     assert curves.status_code == 404 and "no pipeline run in" in curves.text
-    assert champion.status_code == 400 and "no registered champion" in champion.text
+    assert (
+        champion.status_code == 400 and "no registered champion: no tracking store connected" in champion.text
+    )
 
 
 def test_a_model_plays_each_env_with_that_envs_reply_budget(run_root, run_config):

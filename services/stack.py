@@ -28,6 +28,7 @@ from services.daemon import (
 )
 from services.settings import (
     CREDENTIALS,
+    DVC_BUCKET,
     S3_REGION,
     Credentials,
     Settings,
@@ -176,4 +177,6 @@ def client_env(settings: Settings) -> dict[str, str]:
         # boto3 and DVC's s3fs read AWS_ENDPOINT_URL; MLflow's own S3 client reads MLFLOW_S3_ENDPOINT_URL.
         "AWS_ENDPOINT_URL": settings.s3_endpoint,
         "MLFLOW_S3_ENDPOINT_URL": settings.s3_endpoint,
+        # The team pipeline's workers make it their clone's default DVC remote (flows/team.py).
+        "WANDER_DVC_REMOTE": f"s3://{DVC_BUCKET}",
     }

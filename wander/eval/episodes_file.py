@@ -29,8 +29,9 @@ def write_episodes(result: MatrixResult, path: str | os.PathLike) -> Path:
     """Write every episode of `result` to `path` (gzipped JSON lines), atomically."""
 
     def write(tmp: Path) -> None:
-        # mtime=0: the same games give the same bytes, so DVC sees an unchanged output as unchanged.
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as out:
+        # mtime=0 and no file name (the temporary one would differ each time): the same games give the same bytes,
+        # so DVC sees an unchanged output as unchanged.
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as out:
             for record in episode_records(result):
                 out.write((json.dumps(record, default=str) + "\n").encode("utf-8"))
 

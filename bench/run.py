@@ -19,6 +19,7 @@ SUITES = [
     "bench.remote_speed",
     "bench.vllm_speed",
     "bench.chat_model_speed",
+    "bench.team_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -146,7 +146,9 @@ def dvc_remote_problem(root: Path) -> str | None:
         return None
     url = remote["url"]
     endpoint = remote.get("endpointurl")
-    where = f"dvc remote {name} ({url}{f' at {endpoint}' if endpoint else ''})"
+    # Without one in the config, boto3 (and DVC) read AWS_ENDPOINT_URL.
+    shown = endpoint or os.environ.get("AWS_ENDPOINT_URL")
+    where = f"dvc remote {name} ({url}{f' at {shown}' if shown else ''})"
     try:
         import boto3
         from botocore.config import Config as BotoConfig

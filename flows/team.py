@@ -31,6 +31,7 @@ from prefect import flow, get_run_logger, task
 from prefect.runtime import flow_run
 
 from flows.pipeline import PROJECT, RETRIES, StageFailed, check_params, dvc_stages, stream, summary
+from flows.service_check import check_services
 
 # Training stages go to the machines with accelerators; every other stage to the `cpu` pool.
 POOLS = {"sft": "gpu", "grpo": "gpu"}
@@ -51,7 +52,8 @@ LOST_RUN_AUTOMATION = "wander: crash flow runs whose worker is gone"
 
 
 class NoTeamServer(ValueError):
-    """The team pipeline was started without a tracking server to share the run through."""
+    """The team pipeline was started without a tracking server to share the run through, or a service it names is
+    down or refuses the credentials."""
 
 
 def git(root: Path, *args: str) -> str:
@@ -69,6 +71,17 @@ def tracking_server() -> str:
             "(docs/team.md; `python -m services env` for make services')"
         )
     return uri
+
+
+def connect(root: Path) -> None:
+    """Point `root` at the team's DVC remote and check every service it uses; NoTeamServer names what is wrong,
+    before anything runs."""
+    tracking_server()
+    use_team_remote(root)
+    if problems := check_services(
+        root
+    ):  # one line each: the service, its address (credentials masked), the fix
+        raise NoTeamServer("\n".join(problems))
 
 
 def checkout(root: Path, commit: str | None) -> None:
@@ -130,9 +143,8 @@ def team_stage(stage: str, parent_run_id: str, commit: str | None = None, force:
     """One DVC stage on this worker's clone: the run's dvc.lock, `dvc pull` of what it reads, `dvc repro` of it,
     `dvc push` of what it wrote, the new dvc.lock back on the parent run."""
     root = Path.cwd()  # the deployment's pull step cloned the repository here
-    tracking_server()
     checkout(root, commit)
-    use_team_remote(root)
+    connect(root)
     start = time.monotonic()
     if fetch_lock(root, parent_run_id):  # else the first stage: the commit's own dvc.lock
         # The stage's own outputs too: an unchanged stage is then a skip, and grpo's kept curriculum stages are there.
@@ -197,7 +209,7 @@ def team_pipeline(
     from tasks.runtime.tracking import pipeline_run
 
     root = PROJECT  # the orchestrator's own clone: the commit every stage checks out
-    tracking_server()
+    connect(root)
     check_params(root)
     commit = git(root, "rev-parse", "HEAD")
     pools = POOLS if pools is None else pools
@@ -208,17 +220,26 @@ def team_pipeline(
     with pipeline_run("team", logged, root=root, experiment=experiment) as run_id:
         for name in names:
             results.append(run_on_pool(name, pools.get(name, DEFAULT_POOL), run_id, commit, force))
-        use_team_remote(root)
         pull_run(root, run_id)
-    get_run_logger().info(summary(root, run_id))
+    try:
+        get_run_logger().info(summary(root, run_id))
+    except FileNotFoundError:  # a run of some stages, without the evaluation
+        get_run_logger().info(
+            f"stages {', '.join(names)} done; MLflow run {run_id}, no evaluation in this run"
+        )
     return results
 
 
 def pull_run(root: Path, run_id: str) -> None:
-    """Give `root` the run's dvc.lock and pull its data and models from the team's remote."""
+    """Give `root` the run's dvc.lock and pull the outputs of every stage it ran from the team's remote."""
+    from tasks.params.yaml_file import read_yaml
+
     if not fetch_lock(root, run_id):
         raise FileNotFoundError(f"MLflow run {run_id} has no {LOCK_FILE}: it is no team pipeline run")
-    subprocess.run(dvc("pull", "--quiet"), cwd=root, check=True)
+    stages = list(read_yaml(root / LOCK_FILE).get("stages", {}))  # a run of some stages locks only those
+    done = subprocess.run(dvc("pull", "--quiet", *stages), cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise StageFailed(f"dvc pull of run {run_id} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
 
 def lost_run_automation(lost_after: timedelta = LOST_AFTER) -> Any:
@@ -278,8 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "setup":
             print(setup_server(timedelta(seconds=args.lost_after)))
         else:
-            tracking_server()
-            use_team_remote(PROJECT)
+            connect(PROJECT)
             pull_run(PROJECT, args.run_id)
     except (NoTeamServer, FileNotFoundError) as exc:
         print(f"python -m flows.team: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ FILES = [
     "envs",
     "tasks",
     "flows",
+    "services",
     "dvc.yaml",
     "params.yaml",
     "prefect.yaml",

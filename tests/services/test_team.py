@@ -20,33 +20,30 @@ import yaml
 
 from services import objectstore, postgres, stack
 from services.daemon import stop
+from services.local_team import Team, make_team, wait_for
 from services.settings import DVC_BUCKET, MLFLOW_BUCKET, MLFLOW_DB
+from tasks.runtime.scratch_copy import copy_project
 from wander.core.process_tree import descendants
 
 from .running import Services
-from .team import Team, make_team, wait_for
 
 pytestmark = pytest.mark.slow
 TRAINING = {"sft", "grpo"}  # the stages prefect.yaml's `team` deployment sends to the gpu pool
-# Outputs two runs of the same commit must give byte for byte (the others hold timings: seconds, games per second).
-DETERMINISTIC = (
-    "data/models/base",
-    "data/datasets",
-    "data/synth",
-    "data/sft",
-    "data/models/sft",
-    "data/eval/matrix.json",
-    "data/eval/matrix.csv",
-    "data/eval/episodes.jsonl.gz",
-)
+# Outputs two runs of the same commit give byte for byte (the others hold timings: seconds, games per second).
+TRAINED = ("data/models/base", "data/datasets", "data/synth", "data/sft", "data/models/sft")
+EVALUATED = ("data/eval/matrix.json", "data/eval/matrix.csv", "data/eval/episodes.jsonl.gz")
 RUN_SECONDS = 900
+# The faults' run stops after training: the evaluation is the third clone's test.
+THROUGH_GRPO = ["build_model", "generate", "synthesize", "curate", "sft", "grpo"]
 
 
 @pytest.fixture(scope="module")
 def team(services: Services) -> Iterator[Team]:
     """A bare repository of the smoke project, its deployments, a cpu worker and a gpu worker."""
     folder = Path(tempfile.mkdtemp(prefix="wander-team-"))
-    built = make_team(folder, services, f"team-{secrets.token_hex(4)}")
+    remote = f"s3://{DVC_BUCKET}/team-{secrets.token_hex(4)}"  # this module's own prefix in the bucket
+    built = Team(folder, services.settings, services.env, remote)
+    make_team(built, copy_project(built.machine("source"), "smoke"))
     built.start_worker("cpu-worker", "cpu")
     built.start_worker("gpu-worker", "gpu")
     try:
@@ -66,11 +63,15 @@ def run_deployment(team: Team, name: str, *params: str) -> subprocess.Popen:
     )
 
 
-def finished(proc: subprocess.Popen) -> str:
-    """Wait for a watched deployment run; its flow run id (raise with its output when it did not complete)."""
+def finished(team: Team, proc: subprocess.Popen) -> str:
+    """Wait for a watched deployment run; its flow run id (raise with its state's message when it did not complete)."""
     out, _ = proc.communicate(timeout=RUN_SECONDS)
-    assert proc.returncode == 0 and "Completed" in out, out[-4000:]
-    return next(line.split("UUID:")[1].strip() for line in out.splitlines() if "UUID:" in line)
+    flow_run_id = next((line.split("UUID:")[1].strip() for line in out.splitlines() if "UUID:" in line), None)
+    if proc.returncode != 0 and flow_run_id:
+        state = team.api("GET", f"/flow_runs/{flow_run_id}")["state"]  # type: ignore[index]
+        raise AssertionError(f"{state['type']}: {state['message']}\n{out[-2000:]}")
+    assert proc.returncode == 0 and flow_run_id, out[-4000:]
+    return flow_run_id
 
 
 def server(services: Services) -> mlflow.MlflowClient:
@@ -102,7 +103,7 @@ def outs(lock: dict) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def clean_run(team: Team, services: Services) -> dict:
     """The smoke pipeline through `prefect deployment run 'wander-team/team'`: its flow run and MLflow run."""
-    flow_run_id = finished(run_deployment(team, "wander-team/team"))
+    flow_run_id = finished(team, run_deployment(team, "wander-team/team"))
     return {"flow_run": flow_run_id, "mlflow_run": team_run_id(services, flow_run_id)}
 
 
@@ -157,22 +158,18 @@ def test_a_third_clone_pulls_the_run_and_reproduces_its_evaluation(team: Team, c
     subprocess.run(["git", "clone", "-q", str(team.bare), str(clone)], check=True)
     team.run([sys.executable, "-m", "flows.team", "pull", clean_run["mlflow_run"]], clone)
     assert "up to date" in team.run(["dvc", "status"], clone)
-    pulled = {
-        name: (clone / "data/eval" / name).read_bytes()
-        for name in ("matrix.json", "matrix.csv", "episodes.jsonl.gz")
-    }
-    team.run(
-        [sys.executable, "-m", "tasks.evaluate"], clone
-    )  # the pulled champion and lineage, played again here
-    for name, data in pulled.items():
-        assert (clone / "data/eval" / name).read_bytes() == data, name
+    pulled = {path: (clone / path).read_bytes() for path in EVALUATED}
+    # The pulled lineage and champion played again here: the run's games, byte for byte.
+    team.run([sys.executable, "-m", "tasks.evaluate"], clone)
+    for path, data in pulled.items():
+        assert (clone / path).read_bytes() == data, path
 
 
 def test_the_retrain_runs_on_a_gpu_worker(team: Team, services: Services, clean_run: dict) -> None:
     client = server(services)
     (model,) = client.search_registered_models()
     before = {v.version for v in client.search_model_versions(f"name = '{model.name}'")}
-    flow_run_id = finished(run_deployment(team, "wander-retrain/retrain-team", "seed=7"))
+    flow_run_id = finished(team, run_deployment(team, "wander-retrain/retrain-team", "seed=7"))
     logs = team.api("POST", "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]}}})
     assert any(line["message"].startswith("Worker 'gpu-worker'") for line in logs)  # type: ignore[union-attr]
     after = {v.version for v in client.search_model_versions(f"name = '{model.name}'")}
@@ -194,7 +191,7 @@ def stage_process(worker: subprocess.Popen, stage: str) -> int | None:
 def test_a_killed_worker_and_a_restarted_mlflow_server_change_no_output(
     team: Team, services: Services, clean_run: dict
 ) -> None:
-    run = run_deployment(team, "wander-team/team")
+    run = run_deployment(team, "wander-team/team", f"stages={json.dumps(THROUGH_GRPO)}")
     wait_for(lambda: stage_process(team.workers["gpu-worker"], "sft"), RUN_SECONDS)
     team.kill_worker("gpu-worker")  # the machine is gone, its flow run and stage with it: nobody reports
     team.start_worker("gpu-worker-2", "gpu")
@@ -202,7 +199,7 @@ def test_a_killed_worker_and_a_restarted_mlflow_server_change_no_output(
     mlflow_server = stack.services(services.settings, services.credentials)["mlflow"]
     stop(mlflow_server.daemon)
     services.cli("up")  # back on the same port and database, a few seconds later
-    flow_run_id = finished(run)
+    flow_run_id = finished(team, run)
 
     runs = team.stage_runs(flow_run_id)
     sft = [r for r in runs if r["name"] == "sft"]
@@ -212,7 +209,7 @@ def test_a_killed_worker_and_a_restarted_mlflow_server_change_no_output(
         outs(run_lock(services, team_run_id(services, flow_run_id))),
         outs(run_lock(services, clean_run["mlflow_run"])),
     )
-    for path in DETERMINISTIC:
+    for path in TRAINED:
         assert faulted[path] == reference[path], path
     assert same_models(services, team, faulted["data/models/grpo"], reference["data/models/grpo"])
     assert logged(services, team_run_id(services, flow_run_id), "grpo") == logged(
@@ -254,3 +251,36 @@ def logged(services: Services, parent_run_id: str, stage: str) -> dict:
         artifacts = sorted(item.path for item in client.list_artifacts(child.info.run_id))
         record[child.info.run_name] = {"metrics": history, "artifacts": artifacts}
     return record
+
+
+def team_command(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`python -m flows.team pull RUN` in `root`: the checks every team flow makes before it does anything."""
+    return subprocess.run(
+        [sys.executable, "-m", "flows.team", "pull", "0" * 32],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_wrong_s3_key_or_a_stopped_mlflow_is_one_line_before_anything_runs(
+    services: Services, tmp_path: Path
+) -> None:
+    root = copy_project(tmp_path / "copy")
+    team = Team(tmp_path, services.settings, services.env, f"s3://{DVC_BUCKET}/checks")
+    secret = "not-the-secret-" + "x" * 25
+    wrong_key = team_command(root, team.env(tmp_path) | {"AWS_SECRET_ACCESS_KEY": secret})
+    assert wrong_key.returncode == 2, wrong_key.stdout + wrong_key.stderr
+    (line,) = wrong_key.stderr.splitlines()
+    assert line.startswith(f"python -m flows.team: dvc remote team (s3://{DVC_BUCKET}/checks at "), line
+    assert "refused the credentials" in line and secret not in line
+    no_mlflow = "http://127.0.0.1:9"  # the discard port: nothing listens
+    stopped = team_command(root, team.env(tmp_path) | {"MLFLOW_TRACKING_URI": no_mlflow})
+    assert stopped.returncode == 2
+    assert stopped.stderr.splitlines() == [
+        f"python -m flows.team: mlflow at {no_mlflow} is not answering (connection refused); "
+        "start it (make services) or fix MLFLOW_TRACKING_URI"
+    ]
+    assert not (root / "dvc.lock").exists() and not (root / "data").exists()  # nothing pulled, nothing run

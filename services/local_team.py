@@ -1,8 +1,10 @@
-"""A team of machines under test: a bare repository, Prefect work pools and deployments, and workers each in a folder
-of its own, all on the services of `tests/services/conftest.py`; what they did, read back from the servers."""
+"""A team's machines on one host, for the tests and the benchmark: a bare repository (the team's git server), Prefect
+work pools and the team deployments of prefect.yaml, and workers each in a folder of its own, sharing nothing but the
+services (`python -m services up`); what the workers did, read back from the Prefect server."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -12,13 +14,10 @@ import time
 from pathlib import Path
 
 import httpx
-import yaml
 
-from services.settings import CREDENTIALS
+from services.settings import CREDENTIALS, Settings
 from services.stack import client_env
-from tasks.runtime.scratch_copy import copy_project
-
-from .running import Services
+from wander.core.process_tree import descendants
 
 VENV_BIN = str(Path(sys.executable).parent)
 TEAM_DEPLOYMENTS = ("team", "cpu", "gpu", "retrain-team")
@@ -33,7 +32,8 @@ class Team:
     """The repository a team clones, the environment every machine gets (the services' URIs), its workers."""
 
     folder: Path
-    services: Services
+    settings: Settings
+    services_env: dict[str, str]  # what `python -m services` runs with: the services' folder and ports
     remote: str  # this team's DVC remote: its own prefix in the services' bucket
     workers: dict[str, subprocess.Popen] = dataclasses.field(default_factory=dict)
 
@@ -55,8 +55,8 @@ class Team:
             base.pop(key, None)
         return (
             base
-            | self.services.env
-            | client_env(self.services.settings)
+            | self.services_env
+            | client_env(self.settings)
             | WORKER_ENV
             | {
                 "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -72,7 +72,8 @@ class Team:
         done = subprocess.run(
             args, cwd=cwd, env=self.env(cwd), capture_output=True, text=True, timeout=timeout
         )
-        assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         return done.stdout + done.stderr
 
     def machine(self, name: str) -> Path:
@@ -95,11 +96,12 @@ class Team:
         )
 
     def kill_worker(self, name: str) -> None:
-        """SIGKILL a worker and every process it started (its flow runs and their stages): a machine gone."""
+        """SIGKILL a worker with every process under it (its flow runs, their stages): a machine gone, nobody left
+        to report."""
         proc = self.workers.pop(name)
-        os.killpg(proc.pid, signal.SIGKILL)
-        for pgid in stage_groups(proc.pid):
-            os.killpg(pgid, signal.SIGKILL)
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=30)
 
     def stop_workers(self) -> None:
@@ -115,7 +117,7 @@ class Team:
 
     def api(self, method: str, path: str, body: dict | None = None) -> object:
         """A call to the Prefect server's REST API."""
-        url = f"{self.services.settings.prefect_api_url}{path}"
+        url = f"{self.settings.prefect_api_url}{path}"
         response = httpx.request(method, url, json=body, timeout=30)
         response.raise_for_status()
         return response.json()
@@ -143,24 +145,9 @@ class Team:
         return runs
 
 
-def stage_groups(worker_pid: int) -> set[int]:
-    """Process groups of the worker's descendants (a stage runs in a group of its own)."""
-    from wander.core.process_tree import descendants
-
-    groups = set()
-    for pid in descendants(worker_pid):
-        try:
-            groups.add(os.getpgid(pid))
-        except ProcessLookupError:
-            continue
-    return groups
-
-
-def make_team(folder: Path, services: Services, remote_prefix: str) -> Team:
-    """A smoke-profile project pushed to a bare repository; its work pools and deployments on the Prefect server."""
-    team = Team(folder, services, f"s3://wander-dvc/{remote_prefix}")
-    source = team.machine("source")
-    copy_project(source, "smoke")
+def make_team(team: Team, source: Path) -> Team:
+    """Push the git repository `source` to the team's bare repository; create its work pools, deployments and the
+    lost-run automation on the Prefect server."""
     subprocess.run(["git", "clone", "-q", "--bare", str(source), str(team.bare)], check=True)
     for pool in ("cpu", "gpu"):
         team.run(["prefect", "work-pool", "create", pool, "--type", "process", "--overwrite"], source)
@@ -170,17 +157,11 @@ def make_team(folder: Path, services: Services, remote_prefix: str) -> Team:
     return team
 
 
-def deployment_names() -> set[str]:
-    """The deployments prefect.yaml declares."""
-    declared = yaml.safe_load((Path(__file__).resolve().parents[2] / "prefect.yaml").read_text())
-    return {d["name"] for d in declared["deployments"]}
-
-
 def wait_for(check, timeout: float, every: float = 1.0) -> object:  # noqa: ANN001
-    """Poll `check()` until it returns something truthy; that value; AssertionError after `timeout` seconds."""
+    """Poll `check()` until it returns something truthy; that value; TimeoutError after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if found := check():
             return found
         time.sleep(every)
-    raise AssertionError(f"nothing after {timeout} s from {check}")
+    raise TimeoutError(f"nothing after {timeout} s from {check}")

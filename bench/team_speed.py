@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from services.local_team import Team, make_team
+from services.local_team import WORKER_ENV, Team, make_team
 from services.settings import CREDENTIALS, DVC_BUCKET, Settings
 from tasks.runtime.scratch_copy import copy_project, run_in
 
@@ -76,4 +76,5 @@ def run() -> dict:
         "team_over_embedded": round(on_services / embedded, 2),
         "services_first_start_s": round(start_s, 1),
         "workers": {"cpu-worker": "cpu", "gpu-worker": "gpu"},
+        "worker_poll_s": float(WORKER_ENV["PREFECT_WORKER_QUERY_SECONDS"]),  # Prefect's default: 10
     }

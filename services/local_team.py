@@ -79,7 +79,7 @@ class Team:
     def machine(self, name: str) -> Path:
         """A machine's own folder (nothing in it is shared)."""
         path = self.folder / name
-        path.mkdir(exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
         return path
 
     def start_worker(self, name: str, pool: str) -> None:

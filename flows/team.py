@@ -38,14 +38,14 @@ POOLS = {"sft": "gpu", "grpo": "gpu"}
 DEFAULT_POOL = "cpu"
 STAGE_FLOW = "wander-stage"
 LOCK_FILE = "dvc.lock"  # also the artifact's name on the parent run
-REMOTE_ENV = (
-    "WANDER_DVC_REMOTE"  # the team's DVC remote (s3://bucket/path); else .dvc/config's default remote
-)
+# The team's DVC remote (s3://bucket/path); unset, .dvc/config's default remote.
+REMOTE_ENV = "WANDER_DVC_REMOTE"
 REMOTE_NAME = "team"
 # A stage whose worker vanished is rerun this many times (any stage; `RETRIES` adds the teacher's flakiness).
 LOST_WORKER_RETRIES = 2
-# Prefect marks a running flow run Crashed when no heartbeat came for this long (workers send one every
-# PREFECT_FLOWS_HEARTBEAT_FREQUENCY seconds; at least 30, 180 by default): three missed beats.
+# Prefect marks a running stage flow run Crashed when no heartbeat came for this long: three missed beats of a
+# worker whose PREFECT_FLOWS_HEARTBEAT_FREQUENCY is 30 (Prefect's least; its default, 180, is refused by
+# `check_heartbeat`: the automation would crash live runs).
 HEARTBEAT_SECONDS = 30
 LOST_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
 LOST_RUN_AUTOMATION = "wander: crash flow runs whose worker is gone"
@@ -68,7 +68,7 @@ def tracking_server() -> str:
         raise NoTeamServer(
             "the team pipeline shares its run through an MLflow tracking server, and MLFLOW_TRACKING_URI "
             f"names {'none' if not uri else 'a local store'}: set it to the server "
-            "(docs/team.md; `python -m services env` for make services')"
+            "(docs/team.md; `python -m services env` prints make services' variables)"
         )
     return uri
 
@@ -78,10 +78,28 @@ def connect(root: Path) -> None:
     before anything runs."""
     tracking_server()
     use_team_remote(root)
-    if problems := check_services(
-        root
-    ):  # one line each: the service, its address (credentials masked), the fix
+    # One line each: the service, its address (credentials masked), the fix.
+    if problems := check_services(root):
         raise NoTeamServer("\n".join(problems))
+
+
+def check_heartbeat() -> None:
+    """Refuse to run a stage the lost-run automation would crash while it runs: one whose worker sends heartbeats
+    less often than twice per the automation's window. No automation: nothing to refuse."""
+    from prefect.automations import Automation
+    from prefect.settings import get_current_settings
+
+    every = get_current_settings().flows.heartbeat_frequency
+    try:
+        within = Automation.read(name=LOST_RUN_AUTOMATION).trigger.within.total_seconds()
+    except ValueError:  # not created (python -m flows.team setup): a lost stage then waits for a person
+        return
+    if every is None or 2 * every > within:
+        raise NoTeamServer(
+            f"this worker's flow runs send a heartbeat every {every or 'never'} s, and the Prefect server crashes "
+            f"a stage run after {within:.0f} s without one ({LOST_RUN_AUTOMATION!r}): start the worker with "
+            f"PREFECT_FLOWS_HEARTBEAT_FREQUENCY={HEARTBEAT_SECONDS} (docs/team.md)"
+        )
 
 
 def checkout(root: Path, commit: str | None) -> None:
@@ -143,6 +161,7 @@ def team_stage(stage: str, parent_run_id: str, commit: str | None = None, force:
     """One DVC stage on this worker's clone: the run's dvc.lock, `dvc pull` of what it reads, `dvc repro` of it,
     `dvc push` of what it wrote, the new dvc.lock back on the parent run."""
     root = Path.cwd()  # the deployment's pull step cloned the repository here
+    check_heartbeat()
     checkout(root, commit)
     connect(root)
     start = time.monotonic()
@@ -259,6 +278,8 @@ def lost_run_automation(lost_after: timedelta = LOST_AFTER) -> Any:
             "prefect.flow-run.Crashed",
         },
         match={"prefect.resource.id": "prefect.flow-run.*"},
+        # Only the stage runs: other flows on the server beat at their own pace (Prefect's default, 180 s).
+        match_related={"prefect.resource.role": "flow", "prefect.resource.name": STAGE_FLOW},
         for_each={"prefect.resource.id"},
         posture=Posture.Proactive,
         threshold=1,

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import yaml
-
+from tasks.params.yaml_file import read_yaml
 from tasks.runtime.tracking import STORE_DIR, tracking_uri
 from wander.core.logs import redact_url
 from wander.ui.tracking_store import StageCurves, TrackingStoreError, Version, is_curve, stage_curves
@@ -197,7 +196,7 @@ def _checkpoint_in(folder: Path) -> Path:
     spec = folder / "MLmodel"
     if not spec.is_file():
         return folder
-    flavors = (yaml.safe_load(spec.read_text(encoding="utf-8")) or {}).get("flavors") or {}
+    flavors = read_yaml(spec).get("flavors") or {}
     artifacts = (flavors.get("python_function") or {}).get("artifacts") or {}
     inside = (artifacts.get("checkpoint") or {}).get("path")
     if not inside:

@@ -417,7 +417,7 @@ def test_deployments_run_through_a_local_prefect_server_and_worker(project):
                 assert time.monotonic() < deadline and server.poll() is None, "prefect server did not start"
                 time.sleep(1)
         prefect("work-pool", "create", "wander", "--type", "process")
-        deployed = prefect("deploy", "--all")
+        deployed = prefect("deploy", "--name", "manual", "--name", "retrain")  # the one-machine deployments
         assert "wander-pipeline/manual" in deployed and "wander-retrain/retrain" in deployed
         worker = subprocess.Popen(
             ["prefect", "worker", "start", "--pool", "wander"],

@@ -20,7 +20,7 @@ import yaml
 
 from services import objectstore, postgres, stack
 from services.daemon import stop
-from services.local_team import Team, make_team, wait_for
+from services.local_team import LOST_AFTER_SECONDS, Team, make_team, wait_for
 from services.settings import DVC_BUCKET, MLFLOW_BUCKET, MLFLOW_DB
 from tasks.runtime.scratch_copy import copy_project
 from wander.core.process_tree import descendants
@@ -284,3 +284,19 @@ def test_a_wrong_s3_key_or_a_stopped_mlflow_is_one_line_before_anything_runs(
         "start it (make services) or fix MLFLOW_TRACKING_URI"
     ]
     assert not (root / "dvc.lock").exists() and not (root / "data").exists()  # nothing pulled, nothing run
+
+
+def test_a_worker_beating_slower_than_the_automation_expects_is_refused(team: Team) -> None:
+    slow = team.env(team.folder) | {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "180"}  # Prefect's default
+    done = subprocess.run(
+        [sys.executable, "-c", "from flows.team import check_heartbeat; check_heartbeat()"],
+        env=slow,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert (
+        "this worker's flow runs send a heartbeat every 180 s, and the Prefect server crashes a stage run after "
+        f"{LOST_AFTER_SECONDS} s without one" in done.stderr
+    ), done.stderr[-2000:]

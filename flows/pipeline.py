@@ -124,11 +124,16 @@ def _left_in_pipe(pipe: IO[str]) -> list[str]:
 def run_stage(stage: str, root: str, parent_run_id: str | None, force: bool = False) -> dict:
     """`dvc repro --single-item <stage>` (flows/dvc_stage.py): DVC skips it when nothing it depends on changed."""
     start = time.monotonic()
-    tail = stream(
-        [sys.executable, "-m", "flows.dvc_stage", stage] + (["--force"] if force else []), root, parent_run_id
-    )
-    skipped = any("didn't change, skipping" in line for line in tail)
+    skipped = reproduce(stage, root, parent_run_id, force)
     return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}
+
+
+def reproduce(stage: str, root: str, parent_run_id: str | None, force: bool = False) -> bool:
+    """Stream `python -m flows.dvc_stage STAGE` in `root`; whether DVC skipped it (nothing it depends on changed)."""
+    tail = stream(
+        [sys.executable, "-m", "flows.dvc_stage", stage, *(["--force"] if force else [])], root, parent_run_id
+    )
+    return any("didn't change, skipping" in line for line in tail)
 
 
 # The flow's own lines go through its run logger (the terminal and Prefect's UI); not log_prints: a library that

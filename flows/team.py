@@ -30,7 +30,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.runtime import flow_run
 
-from flows.pipeline import PROJECT, RETRIES, StageFailed, check_params, dvc_stages, stream, summary
+from flows.pipeline import PROJECT, RETRIES, StageFailed, check_params, dvc_stages, reproduce, stream, summary
 from flows.service_check import check_services
 
 # Training stages go to the machines with accelerators; every other stage to the `cpu` pool.
@@ -168,14 +168,9 @@ def team_stage(stage: str, parent_run_id: str, commit: str | None = None, force:
     if fetch_lock(root, parent_run_id):  # else the first stage: the commit's own dvc.lock
         # The stage's own outputs too: an unchanged stage is then a skip, and grpo's kept curriculum stages are there.
         stream(dvc("pull", "--quiet", "--allow-missing", "--with-deps", stage), str(root), parent_run_id)
-    tail = stream(
-        [sys.executable, "-m", "flows.dvc_stage", stage, *(["--force"] if force else [])],
-        str(root),
-        parent_run_id,
-    )
+    skipped = reproduce(stage, str(root), parent_run_id, force)
     stream(dvc("push", "--quiet", stage), str(root), parent_run_id)
     publish_lock(root, parent_run_id)
-    skipped = any("didn't change, skipping" in line for line in tail)
     return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}
 
 

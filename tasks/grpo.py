@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tasks.params.sections import Params
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import fingerprint, stage_code
+from tasks.runtime.launch import process_index
 from tasks.runtime.tracking import log_metrics, log_params, set_tags, write_metrics
 from tasks.runtime.trainer_args import trainer_args
 from wander.core.atomic_io import TEMP_NAME, atomic_dir, clean_leftovers, write_json
@@ -49,7 +50,9 @@ def run(params: Params, part_run: PartRun) -> dict:
     start = Path(layout.models) / config.start
     if not start.is_dir():
         raise FileNotFoundError(f"the GRPO curriculum starts from {start}, which does not exist yet")
-    if out.is_dir():  # folders of stages the curriculum no longer has (another env's): not this run's models
+    if (
+        out.is_dir() and process_index() == 0
+    ):  # folders of stages the curriculum no longer has (another env's)
         for entry in out.iterdir():  # a save's temporaries are each stage's to clean (or to put back)
             if entry.name not in stages and not TEMP_NAME.fullmatch(entry.name):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
@@ -57,7 +60,8 @@ def run(params: Params, part_run: PartRun) -> dict:
     for index, (row, folder) in enumerate(folders.items()):
         metrics[row] = train_stage(params, stages, index, start, Path(folder), part_run)
         start = Path(folder)
-    write_metrics(Path(layout.metrics) / "grpo.json", metrics)
+    if process_index() == 0:  # on several processes, rank 0 writes the outputs
+        write_metrics(Path(layout.metrics) / "grpo.json", metrics)
     return metrics
 
 
@@ -79,10 +83,13 @@ def train_stage(
     from wander.training.curriculum import Curriculum
     from wander.training.learning_curve import LearningCurveCallback
     from wander.training.lora import lora_config, save_trained
+    from wander.training.processes import wait_for_everyone
 
     config, layout = params.grpo, params.layout
     name = list(stages)[index]
-    clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before the training
+    main = process_index() == 0  # on several processes, rank 0 writes the models
+    if main:
+        clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before the training
     env = load_environment(**params.env.kwargs(), specs_dir=layout.datasets)
     # A null budget is the env's, resolved where the env is built and logged beside the null the params say; the
     # trainer, the curve and the fingerprint see the number.
@@ -108,8 +115,9 @@ def train_stage(
         batch, group = stages[name].batch_size, stages[name].num_generations or config.num_generations
         # Live at once: a generation batch of episodes, plus one shared prefix per group (decision rollouts).
         env = episode_env(params.env, env, live=batch + batch // group)
+        work = str(Path(layout.work) / "grpo")
         args = trainer_args(
-            GRPOConfig, config, output_dir=str(Path(layout.work) / "grpo"), save_total_limit=1
+            GRPOConfig, config, output_dir=work, save_total_limit=1, use_vllm=config.vllm_mode is not None
         )
         start = time.monotonic()
         spec = trainer_spec(GRPOTrainer, args=args, rollout=rollout, peft_config=lora_config(config.lora))
@@ -127,15 +135,19 @@ def train_stage(
             trainer.add_callback(curve)
         result = train_resumable(trainer, fingerprint=key)
         metrics = headline(trainer, result.training_loss, time.monotonic() - start)
-        with atomic_dir(out) as tmp:
-            save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
-            # The learning curve travels with its model (log_history is restored on resume: never partial).
-            write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
-            write_json(tmp / STAGE_FILE, {"fingerprint": key, "metrics": metrics})
-        # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
-        drop_checkpoints(trainer.args.output_dir)
-        log_metrics(metrics)
-        set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": name})
+        if main:
+            with atomic_dir(out) as tmp:
+                save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
+                # The learning curve travels with its model (log_history is restored on resume: never partial).
+                write_json(tmp / CURVE_FILE, curve_points(trainer.state.log_history))
+                write_json(tmp / STAGE_FILE, {"fingerprint": key, "metrics": metrics})
+            # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
+            drop_checkpoints(trainer.args.output_dir)
+            log_metrics(metrics)
+            set_tags(
+                {"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": name}
+            )
+        wait_for_everyone(trainer)  # the next curriculum stage starts from the model rank 0 saved
     logger.info(
         "grpo@%s: %d steps in %.0f s, final reward %s",
         name,

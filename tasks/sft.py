@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tasks.params.sections import Params
 from tasks.runtime.fingerprint import fingerprint, stage_code
+from tasks.runtime.launch import process_index
 from tasks.runtime.tracking import set_tags, write_metrics
 from tasks.runtime.trainer_args import trainer_args
 from tasks.runtime.validation import InputError
@@ -118,7 +119,11 @@ def run(params: Params) -> dict:
     from wander.training.lora import lora_config, save_trained
 
     out = Path(layout.models) / "sft"
-    clean_leftovers(out)  # a model-sized temporary of a save that was killed: gone before hours of training
+    main = process_index() == 0  # on several processes, rank 0 writes the outputs
+    if main:
+        clean_leftovers(
+            out
+        )  # a model-sized temporary of a save that was killed: gone before hours of training
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     # One conversation per game, or per model turn when the env's turns read only the current position.
@@ -143,10 +148,11 @@ def run(params: Params) -> dict:
     code = stage_code("tasks.sft", params.env.name)  # checkpoints of other code are never resumed
     inputs = fingerprint((config, params.env.kwargs()), layout.base_model, layout.sft, code=code)
     result = train_resumable(trainer, fingerprint=inputs)
-    with atomic_dir(out) as tmp:
-        save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
-    # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
-    drop_checkpoints(trainer.args.output_dir)
+    if main:
+        with atomic_dir(out) as tmp:
+            save_trained(trainer, tmp)  # LoRA adapters merged: every later stage loads a plain model
+        # Only now: a stop during the merge or the save resumes from the last checkpoint, not from step 0.
+        drop_checkpoints(trainer.args.output_dir)
     metrics = {
         "games": len(rows),
         "examples": len(conversations),
@@ -155,8 +161,9 @@ def run(params: Params) -> dict:
         "train_loss": result.training_loss,
         "seconds": round(time.monotonic() - start, 1),
     }
-    write_metrics(Path(layout.metrics) / "sft.json", metrics)
-    set_tags({"wander.parent": layout.base_model, "wander.model.dir": str(out)})
+    if main:
+        write_metrics(Path(layout.metrics) / "sft.json", metrics)
+        set_tags({"wander.parent": layout.base_model, "wander.model.dir": str(out)})
     logger.info("sft: %d games, %d steps, loss %.4f", len(rows), metrics["steps"], metrics["train_loss"])
     return metrics
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tasks.params.launch_checks import LAUNCHED, launch_problems
 from tasks.params.load import load_params, read_params
 from tasks.params.recipe import recipe_line
 from tasks.params.sections import Params
@@ -44,6 +45,8 @@ def problems(params: Params) -> list[str]:
         rollout_func(env, grpo.rollout())
     except ValueError as exc:  # MissingCapability included
         found.append(f"grpo.play_on / grpo.explore / grpo.branch_at: {exc}")
+    for stage in LAUNCHED:  # several processes: batches that split, a launcher this machine can run
+        found += launch_problems(params, stage)
     budgets = reply_budgets(params, env)
     evaluated, replayed = budgets["evaluate.max_new_tokens"], budgets["register.max_new_tokens"]
     if evaluated != replayed:  # the champion must answer the candidate's suite with the candidate's budget

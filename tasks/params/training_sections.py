@@ -54,7 +54,16 @@ LoraOptions = Annotated[dict[str, Any] | None, AfterValidator(_lora_options)]
 
 
 class TrainingCompute(Section):
-    """How a training stage computes, the same keys for SFT and GRPO: precision, CPU threads, LoRA."""
+    """How a training stage computes, the same keys for SFT and GRPO: processes, precision, CPU threads, LoRA."""
+
+    processes: int = Field(1, ge=1)
+    """Training processes of the stage (torch.distributed DDP: gloo on CPU, NCCL on CUDA), started by `torchrun`, or
+    by `accelerate launch` with `accelerate_config`; 1 = the stage's own process. Batch sizes are per process, as in
+    TRL: the global batch is `per_device_train_batch_size x processes x gradient_accumulation_steps`
+    (docs/training.md#several-processes-and-gpus)."""
+    accelerate_config: str | None = None
+    """An accelerate config file the stage is launched with (CUDA machines only): configs/accelerate/ has multi-GPU
+    DDP, DeepSpeed ZeRO-2 and a multi-node example; `processes` is its total process count. Null = torchrun."""
 
     bf16: bool | None = None
     """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
@@ -155,6 +164,13 @@ class GRPO(TrainingCompute):
     """A tool env's rollouts: through TRL's tool loop, the tools rendered by the model's chat template
     ("environment_factory"), or the env's own text protocol, as its SFT data and evaluation play it ("rollout_func")
     (`RolloutConfig.tool_protocol`). params.yaml sets "rollout_func" (why: docs/experiments/defaults.md#grpo)."""
+    vllm_mode: Literal["server", "colocate"] | None = None
+    """Generation through vLLM (TRL's `use_vllm`, GPU machines with `make vllm`): "server" = TRL's vLLM server
+    (`trl vllm-serve`) on GPUs of its own at `vllm_server_base_url`, the weights sent to it over NCCL after each step
+    (CUDA only: preflight refuses it on CPU); "colocate" = vLLM inside each training process; null = each process
+    generates with transformers (docs/training.md#several-processes-and-gpus)."""
+    vllm_server_base_url: str | None = None
+    """The server of `vllm_mode: server`, e.g. http://10.0.0.5:8000; null = TRL's default (port 8000 here)."""
     max_completion_length: int | None = Field(None, ge=1)
     """Tokens per model turn (a tool env trained through TRL's tool loop: per whole completion, tool results
     included); null = the env's reply budget (`reply_tokens()` / `completion_tokens()`, wander/core/pipeline_hooks.py),

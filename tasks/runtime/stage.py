@@ -22,9 +22,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+from tasks.params.launch_checks import launch_problems, launched
 from tasks.params.load import ParamsError, add_params_arguments, load_params, restrict
 from tasks.params.nested_keys import flatten
 from tasks.params.sections import READS
+from tasks.runtime.launch import is_worker, process_index, run_processes
 from tasks.runtime.validation import DataValidationError, InputError
 from wander.core.logs import configure_logging
 from wander.core.process_tree import WATCH_PID_ENV, Stopped, stop_on_signals, stop_when_gone
@@ -51,16 +53,30 @@ def stage_main(
         help="library INFO logs (every HTTP request) and progress bars (or WANDER_LOG_LEVEL=DEBUG)",
     )
     args = parser.parse_args(argv)
-    configure_logging(stage, args.verbose)
+    rank = process_index()
+    configure_logging(f"{stage} rank {rank}" if rank else stage, args.verbose)
     try:
         params = load_params(args.params, args.profile)
     except ParamsError as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2
+    if launched(params, stage) and not is_worker():
+        if problems := launch_problems(params, stage):
+            print("\n".join(f"{stage}: error: {p}" for p in problems), file=sys.stderr)
+            return 2
     start = time.monotonic()
     try:
         with stop_with_runner():  # the stage may start servers: a stop must unwind them
-            if args.no_mlflow:
+            if launched(params, stage) and not is_worker():
+                code = run_processes(params, stage, sys.argv[1:] if argv is None else argv)
+                if code:
+                    print(
+                        f"{stage}: a training process failed (launcher exit {code}; its error is above); the "
+                        "others were stopped, and a rerun resumes from the last checkpoint",
+                        file=sys.stderr,
+                    )
+                return code
+            if args.no_mlflow or rank > 0:  # MLflow is the main process's (rank 0)
                 part_run = _no_run
             else:
                 from tasks.runtime.tracking import stage_run

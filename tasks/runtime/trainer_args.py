@@ -25,6 +25,7 @@ def device_args(config_cls: type, bf16: bool | None = None, **kwargs: object) ->
     return config_cls(
         bf16=cuda and torch.cuda.is_bf16_supported() if bf16 is None else bf16,
         activation_checkpointing=False,
+        ddp_find_unused_parameters=False,  # every parameter takes part in the forward: no extra graph traversal
         use_cpu=not cuda,
         report_to=report_to,
         disable_tqdm=True,

@@ -108,17 +108,28 @@ def train_resumable(trainer: Any, fingerprint: str | None = None) -> Any:
     Without a fingerprint, checkpoints are those directly in `trainer.args.output_dir` and stay after training
     (for callers that manage the folder themselves, such as `Curriculum.train`).
     """
+    from wander.training.processes import (  # transformers: imported late
+        add_process_callbacks,
+        wait_for_everyone,
+    )
+
+    add_process_callbacks(trainer)
     if fingerprint is None:
-        drop_torn(trainer.args.output_dir)
-        return trainer.train(resume_from_checkpoint=last_checkpoint(trainer.args.output_dir))
-    folder = run_dir(trainer.args.output_dir, fingerprint)
-    # A copy of the args: the caller's config keeps its own output_dir.
-    trainer.args = replace_args(trainer.args, output_dir=str(folder))
-    drop_torn(folder)
+        folder = Path(trainer.args.output_dir)
+    else:
+        folder = Path(trainer.args.output_dir) / fingerprint
+        # A copy of the args: the caller's config keeps its own output_dir.
+        trainer.args = replace_args(trainer.args, output_dir=str(folder))
+    # On several processes the main one tidies the folder and the others wait, then all resume from one checkpoint.
+    if trainer.accelerator.is_main_process:
+        if fingerprint is not None:
+            run_dir(folder.parent, fingerprint)
+        drop_torn(folder)
+    wait_for_everyone(trainer)
     resume = last_checkpoint(folder)
-    if resume:
+    if resume and fingerprint is not None:
         logger.info("resuming from %s (same inputs as the run that saved it)", resume)
-    # The checkpoints stay until the caller saved the trained model (`drop_checkpoints`).
+    # With a fingerprint, the checkpoints stay until the caller saved the trained model (`drop_checkpoints`).
     return trainer.train(resume_from_checkpoint=resume)
 
 

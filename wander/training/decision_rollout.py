@@ -242,9 +242,12 @@ class DecisionRollout:
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
-        if trainer.accelerator.num_processes != 1:
+        if trainer.accelerator.num_processes > 1 and collective_generation(trainer):
+            # Each process plays its own groups, so the processes make different numbers of generate calls.
             raise NotImplementedError(
-                "decision rollouts run in one process; use one process or history='full'"
+                "decision rollouts on several processes need each process to generate on its own (DDP or DeepSpeed "
+                "ZeRO-2 with transformers generation); under vLLM or ZeRO-3 generation is a call all processes "
+                "make together: use one process, or an env whose turns read the whole conversation"
             )
         tokenizer = trainer.processing_class
         template_kwargs = trainer_template_kwargs(trainer)
@@ -303,6 +306,13 @@ class DecisionRollout:
             "episode_values": [ep.values for ep in episodes],
             "episode_error": [ep.error for ep in episodes],
         }
+
+
+def collective_generation(trainer: Any) -> bool:
+    """Whether every process of the trainer must join each generation call: vLLM (its prompts gathered to one
+    engine or server) or DeepSpeed ZeRO-3 (each process holds a shard of the weights)."""
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return bool(trainer.use_vllm) or (plugin is not None and plugin.zero_stage == 3)
 
 
 def _greedy_policy(trainer: Any, template_kwargs: dict) -> Policy:

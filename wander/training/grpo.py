@@ -16,6 +16,7 @@ correction). vLLM cannot be installed on CPU machines, so that path is untested 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +25,11 @@ from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Message, Reply
 from wander.training.chat_tokens import render_ids, trainer_template_kwargs
-from wander.training.episode_data import rollout_dataset, spec_of
+from wander.training.episode_data import dump_spec, rollout_dataset, spec_of
 from wander.training.rewards import rubric_args, rubric_reward_funcs
 from wander.training.rollout_config import RolloutConfig
+
+logger = logging.getLogger(__name__)
 
 # generate(token prompts) -> (completion ids, sampling logprobs or None), one per prompt
 GenerateFn = Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]] | None]]
@@ -248,7 +251,7 @@ def grpo_trainer(
     funcs, weights = rubric_reward_funcs(env)
     args = rubric_args(args, weights)
     dataset = rollout_dataset(env, rollout, args, spec_in_prompt=True)
-    return trainer_cls(
+    trainer = trainer_cls(
         model=model,
         args=args,
         reward_funcs=funcs,
@@ -256,3 +259,26 @@ def grpo_trainer(
         rollout_func=rollout_func(env, rollout),
         **kwargs,
     )
+    if trainer.accelerator.num_processes > 1:
+        trainer.rollout_func = RankShare(trainer.rollout_func)
+    return trainer
+
+
+class RankShare:
+    """A rollout_func that logs, on each of several processes, the groups (episode specs) that process plays at each
+    step: TRL gives every rank a distinct slice of each generation batch, and these lines show which."""
+
+    def __init__(self, rollout: Any):
+        self.rollout = rollout
+
+    def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
+        """Log this rank's groups, then play them."""
+        groups = list(dict.fromkeys(dump_spec(spec_of(p)) for p in prompts))
+        logger.info(
+            "rank %d, step %d: %d groups %s",
+            trainer.accelerator.process_index,
+            trainer.state.global_step,
+            len(groups),
+            " ".join(groups),
+        )
+        return self.rollout(prompts, trainer)

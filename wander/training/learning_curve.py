@@ -9,6 +9,9 @@ leaves in the trainer: measured, GRPO at a constant learning rate swings between
 minimax 0 -> 0.18 -> 0 within 60 steps), so the last step is not the best one. The best point is written to the
 trainer's output folder as it is found, so a resumed run keeps it: its weights and its record (step, score) in one
 folder, `curve_best/`, replaced whole (a kill never pairs new weights with an old record).
+
+On several processes the main one alone plays the suite and keeps the best point (the replicas' weights are the same;
+only the main process saves the model); the others go on to the next step's collectives and wait there for it.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class LearningCurveCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """The starting point of the curve (the start model), unless resuming mid-stage."""
         self.folder = Path(args.output_dir)
+        if not state.is_world_process_zero:
+            return control
         if self.keep_best:
             clean_leftovers(self.folder / BEST_DIR)  # a save the last run was killed in
             if (self.folder / BEST_DIR / BEST_FILE).exists():  # a resumed run: its best so far
@@ -81,13 +86,15 @@ class LearningCurveCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Every `every` steps and at the last step."""
+        if not state.is_world_process_zero:
+            return control
         if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
             self.trainer.log(self.measure())
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """With `keep_best`, leave the best point's weights in the model (and say which step they are from)."""
-        if self.keep_best and self.best is not None:
+        if self.keep_best and self.best is not None and state.is_world_process_zero:
             if self.best["step"] != state.global_step:
                 from safetensors.torch import load_model
 

@@ -1,0 +1,67 @@
+"""What a training stage on several processes needs, checked before anything starts: batches that split into whole
+groups per process, a launcher this machine can run, vLLM's server mode only where CUDA is (tasks/runtime/launch.py
+starts the processes; the flow's preflight and the stage itself ask these questions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks.params.sections import Params
+
+ACCELERATE_CONFIGS = "configs/accelerate"
+LAUNCHED = ("sft", "grpo")  # the stages whose sections say how many processes train
+
+
+def launched(params: Params, stage: str) -> bool:
+    """Whether the stage starts processes of its own (several, or through an accelerate config)."""
+    section = getattr(params, stage)
+    return stage in LAUNCHED and (section.processes > 1 or section.accelerate_config is not None)
+
+
+def launch_problems(params: Params, stage: str) -> list[str]:
+    """What keeps the stage from training on its processes, one line each naming the key and the fix."""
+    if not launched(params, stage):
+        return []
+    import torch
+
+    section, found = getattr(params, stage), []
+    cuda = torch.cuda.is_available()
+    config = section.accelerate_config
+    if config is not None and not cuda:
+        found.append(
+            f"{stage}.accelerate_config: accelerate's launcher starts one process on a machine without CUDA "
+            f"(accelerate issue 2741); on CPU set {stage}.processes alone (torchrun, gloo) and accelerate_config null"
+        )
+    elif config is not None and not Path(config).is_file():
+        found.append(
+            f"{stage}.accelerate_config: no file {config}; {ACCELERATE_CONFIGS}/ has the shipped ones"
+        )
+    if cuda and config is None and section.processes > torch.cuda.device_count():
+        found.append(
+            f"{stage}.processes {section.processes}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+            f"one per process; several machines: an accelerate config ({ACCELERATE_CONFIGS}/multi-node.yaml)"
+        )
+    if stage == "grpo":
+        found += grpo_batch_problems(params)
+        if params.grpo.vllm_mode == "server" and not cuda:
+            found.append(
+                "grpo.vllm_mode: server needs CUDA: TRL's vLLM client sends the weights to the server over NCCL "
+                "only; on CPU leave it null (each process generates with transformers)"
+            )
+    return found
+
+
+def grpo_batch_problems(params: Params) -> list[str]:
+    """Each curriculum stage's batch must split into whole groups per process and whole micro-batches."""
+    grpo, found = params.grpo, []
+    n = grpo.processes
+    for name, stage in grpo.curriculum(grpo.env.get(params.env.name, {})).items():
+        group = stage.num_generations or grpo.num_generations
+        per_device = min(grpo.per_device_train_batch_size, stage.batch_size)
+        if stage.batch_size % (per_device * n) or (stage.batch_size // n) % group:
+            found.append(
+                f"grpo.stages.{name}.batch_size {stage.batch_size}: on {n} processes each plays a share of whole "
+                f"groups of {group} in micro-batches of {per_device}: use a multiple of {group * n} that "
+                f"per_device_train_batch_size x {n} divides"
+            )
+    return found

@@ -23,13 +23,14 @@ from tasks.runtime.fingerprint import code_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # Code that cannot change what a stage writes: the params model (its values are tracked as params), the stage
-# runner, MLflow tracking, resume fingerprints and journals, validation.
+# runner and its launcher of processes, MLflow tracking, resume fingerprints and journals, validation.
 UNDECLARED = {
     "tasks/__init__.py",
     *(f"tasks/params/{file.name}" for file in (ROOT / "tasks" / "params").glob("*.py")),
     "tasks/runtime/__init__.py",
     "tasks/runtime/fingerprint.py",
     "tasks/runtime/journal.py",
+    "tasks/runtime/launch.py",  # the stage runner's launcher of a training stage's processes
     "tasks/runtime/stage.py",
     "tasks/runtime/tracking.py",
     "tasks/runtime/validation.py",

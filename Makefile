@@ -124,5 +124,12 @@ test: lint vllm browser postgres $(VENV)/.installed-services
 bench: install
 	$(PY) -m bench.run
 
+# The GPU check's pack (docs/benchmarks.md#gpu-check): the wheels bench/gpu_check.py needs on a GPU machine with no
+# internet (cp312, this venv's versions, from PyPI) and the chat model's config and tokenizer; at most 60 MiB.
+GPU_CHECK_PACK ?= build/gpu-check
+.PHONY: gpu-check-pack
+gpu-check-pack: install
+	$(PY) -m bench.gpu_check pack $(GPU_CHECK_PACK)
+
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .ruff_cache

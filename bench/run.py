@@ -20,6 +20,7 @@ SUITES = [
     "bench.vllm_speed",
     "bench.chat_model_speed",
     "bench.team_speed",
+    "bench.process_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

@@ -20,11 +20,12 @@ def launched(params: Params, stage: str) -> bool:
 
 def launch_problems(params: Params, stage: str) -> list[str]:
     """What keeps the stage from training on its processes, one line each naming the key and the fix."""
+    found = vllm_problems(params) if stage == "grpo" else []
     if not launched(params, stage):
-        return []
+        return found
     import torch
 
-    section, found = getattr(params, stage), []
+    section = getattr(params, stage)
     cuda = torch.cuda.is_available()
     config = section.accelerate_config
     if config is not None and not cuda:
@@ -43,12 +44,27 @@ def launch_problems(params: Params, stage: str) -> list[str]:
         )
     if stage == "grpo":
         found += grpo_batch_problems(params)
-        if params.grpo.vllm_mode == "server" and not cuda:
-            found.append(
-                "grpo.vllm_mode: server needs CUDA: TRL's vLLM client sends the weights to the server over NCCL "
-                "only; on CPU leave it null (each process generates with transformers)"
-            )
     return found
+
+
+def vllm_problems(params: Params) -> list[str]:
+    """GRPO's generation through TRL's vLLM modes needs CUDA and vllm importable in the trainer's venv."""
+    mode = params.grpo.vllm_mode
+    if mode is None:
+        return []
+    import importlib.util
+
+    import torch
+
+    if not torch.cuda.is_available():
+        why = "sends the weights to the server over NCCL only" if mode == "server" else "runs vLLM on a GPU"
+        return [
+            f"grpo.vllm_mode: {mode} needs CUDA: TRL's vLLM client {why}; on CPU leave it null (each process "
+            "generates with transformers)"
+        ]
+    if importlib.util.find_spec("vllm") is None:
+        return [f"grpo.vllm_mode: {mode} needs vllm importable in this venv (TRL's client): pip install vllm"]
+    return []
 
 
 def grpo_batch_problems(params: Params) -> list[str]:

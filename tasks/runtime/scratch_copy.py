@@ -19,6 +19,7 @@ FILES = [
     "tasks",
     "flows",
     "services",
+    "configs",
     "dvc.yaml",
     "params.yaml",
     "prefect.yaml",

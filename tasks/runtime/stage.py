@@ -60,10 +60,9 @@ def stage_main(
     except ParamsError as e:
         print(f"{stage}: error: {e}", file=sys.stderr)
         return 2
-    if launched(params, stage) and not is_worker():
-        if problems := launch_problems(params, stage):
-            print("\n".join(f"{stage}: error: {p}" for p in problems), file=sys.stderr)
-            return 2
+    if not is_worker() and (problems := launch_problems(params, stage)):
+        print("\n".join(f"{stage}: error: {p}" for p in problems), file=sys.stderr)
+        return 2
     start = time.monotonic()
     try:
         with stop_with_runner():  # the stage may start servers: a stop must unwind them

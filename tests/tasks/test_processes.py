@@ -3,7 +3,7 @@
 SFT on the smoke profile with 2 processes against 1 process at the same global batch (8 = 2 x 4 against 1 x 8):
 the loss of every optimizer step, the replicas' weights after each step (the stage's own check), the saved model;
 killing one rank stops every process of the stage and the rerun resumes from its last checkpoint to the
-uninterrupted run's model, byte for byte. GRPO with 2 processes: each step's groups split between the ranks, the
+uninterrupted run's model, byte for byte, and so does a stop of the stage (SIGTERM). GRPO with 2 processes: each step's groups split between the ranks, the
 models saved load and play.
 """
 
@@ -113,8 +113,9 @@ def test_sft_on_two_processes_keeps_the_replicas_identical_and_the_loss_of_one_p
 
 
 @pytest.mark.slow
-def test_killing_one_rank_stops_the_stage_and_the_rerun_resumes_to_the_uninterrupted_model(
-    tmp_path, sft_runs, curated
+@pytest.mark.parametrize("stop", ["rank 1 killed", "stage stopped"])
+def test_a_dead_rank_or_a_stop_ends_every_process_and_the_rerun_resumes_to_the_uninterrupted_model(
+    tmp_path, sft_runs, curated, stop
 ):
     params = yaml.safe_load(sft_runs[2]["params"].read_text())
     params["layout"] = {
@@ -142,7 +143,10 @@ def test_killing_one_rank_stops_the_stage_and_the_rerun_resumes_to_the_uninterru
         processes = [stage.pid, *descendants(stage.pid)]
         [rank1] = [p for p in processes if b"RANK=1\0" in rank_environ(p)]
         start = time.monotonic()
-        os.kill(rank1, signal.SIGKILL)
+        if stop == "rank 1 killed":
+            os.kill(rank1, signal.SIGKILL)
+        else:  # what DVC or the flow sends the stage
+            stage.send_signal(signal.SIGTERM)
         code = stage.wait(timeout=15)
         while any(alive(p) for p in processes) and time.monotonic() - start < 15:
             time.sleep(0.05)
@@ -150,8 +154,9 @@ def test_killing_one_rank_stops_the_stage_and_the_rerun_resumes_to_the_uninterru
     finally:
         stage.kill()
         stage.wait()
-    assert not left, f"still running 15 s after rank 1 died: {left}"
-    assert code != 0 and "a training process failed" in log.read_text(), log.read_text()[-3000:]
+    assert not left, f"still running 15 s after the {stop}: {left}"
+    said = "a training process failed" if stop == "rank 1 killed" else "sft: stopped by SIGTERM"
+    assert code != 0 and said in log.read_text(), log.read_text()[-3000:]
     assert not (tmp_path / "models/sft").exists()
     [kept] = [p for p in work.rglob("checkpoint-*") if CHECKPOINT.match(p.name)]
 

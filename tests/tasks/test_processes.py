@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 from tasks import curate
 from wander.core.process_tree import alive, descendants
-from wander.training.checkpoints import CHECKPOINT
+from wander.training.checkpoints import CHECKPOINT, last_checkpoint
 
 from .conftest import REPO, config, smoke_params, write_params
 
@@ -158,7 +158,10 @@ def test_a_dead_rank_or_a_stop_ends_every_process_and_the_rerun_resumes_to_the_u
     said = "a training process failed" if stop == "rank 1 killed" else "sft: stopped by SIGTERM"
     assert code != 0 and said in log.read_text(), log.read_text()[-3000:]
     assert not (tmp_path / "models/sft").exists()
-    [kept] = [p for p in work.rglob("checkpoint-*") if CHECKPOINT.match(p.name)]
+    # The newest whole checkpoint (a stop during a save may leave the one it was replacing, or a torn newer one).
+    [folder] = {p.parent for p in work.rglob("checkpoint-*") if CHECKPOINT.match(p.name)}
+    kept = last_checkpoint(folder)
+    assert kept is not None
 
     resumed = run_stage("sft", path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

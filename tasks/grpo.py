@@ -50,9 +50,9 @@ def run(params: Params, part_run: PartRun) -> dict:
     start = Path(layout.models) / config.start
     if not start.is_dir():
         raise FileNotFoundError(f"the GRPO curriculum starts from {start}, which does not exist yet")
-    if (
-        out.is_dir() and process_index() == 0
-    ):  # folders of stages the curriculum no longer has (another env's)
+    main = process_index() == 0  # on several processes, rank 0 writes the outputs
+    # Folders of stages the curriculum no longer has (another env's): not this run's models.
+    if main and out.is_dir():
         for entry in out.iterdir():  # a save's temporaries are each stage's to clean (or to put back)
             if entry.name not in stages and not TEMP_NAME.fullmatch(entry.name):
                 shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
@@ -60,7 +60,7 @@ def run(params: Params, part_run: PartRun) -> dict:
     for index, (row, folder) in enumerate(folders.items()):
         metrics[row] = train_stage(params, stages, index, start, Path(folder), part_run)
         start = Path(folder)
-    if process_index() == 0:  # on several processes, rank 0 writes the outputs
+    if main:
         write_metrics(Path(layout.metrics) / "grpo.json", metrics)
     return metrics
 

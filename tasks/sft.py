@@ -120,10 +120,8 @@ def run(params: Params) -> dict:
 
     out = Path(layout.models) / "sft"
     main = process_index() == 0  # on several processes, rank 0 writes the outputs
-    if main:
-        clean_leftovers(
-            out
-        )  # a model-sized temporary of a save that was killed: gone before hours of training
+    if main:  # a model-sized temporary of a save that was killed: gone before hours of training
+        clean_leftovers(out)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     # One conversation per game, or per model turn when the env's turns read only the current position.

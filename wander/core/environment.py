@@ -32,6 +32,9 @@ class Environment(PipelineHooks):
     # an env with other hidden fields names them all (and may override the two methods for finer views).
     private_spec_keys: frozenset[str] = frozenset({"answer"})
     private_state_keys: frozenset[str] = frozenset()
+    # A step may block for seconds (code run in a sandbox, a remote judge): `wander env serve` then steps each session
+    # on its own thread, so one slow step does not stall the others (`--threaded` forces it for any env).
+    steps_block: bool = False
 
     def __init__(
         self,

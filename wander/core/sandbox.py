@@ -300,16 +300,24 @@ def _reason(code: int, stderr: str, limits: SandboxLimits) -> str | None:
     signum = -code if code < 0 else code - 128 if code > 128 else None
     if signum in SIGNALS:
         return f"{SIGNALS[signum]} (signal {signum})"
-    if "MemoryError" in stderr:
-        return f"memory limit: {limits.memory_mb} MiB"
-    if "Resource temporarily unavailable" in stderr or "BlockingIOError" in stderr:
-        return f"process limit: {limits.processes}"
-    if "File too large" in stderr:  # Python ignores SIGXFSZ: the write fails instead
-        return f"file size limit: {limits.file_mb} MiB"
-    if "No space left on device" in stderr:
-        return f"private folder full: {limits.work_mb} MiB"
+    limit = limit_hit(stderr, limits)
+    if limit:
+        return limit
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     return f"exit status {code}" + (f": {last[:200]}" if last else "")
+
+
+def limit_hit(error: str, limits: SandboxLimits) -> str | None:
+    """The limit that an error's text (a traceback, an exception) shows the code ran into, in words, or None."""
+    if "MemoryError" in error:
+        return f"memory limit: {limits.memory_mb} MiB"
+    if "Resource temporarily unavailable" in error or "BlockingIOError" in error:
+        return f"process limit: {limits.processes}"
+    if "File too large" in error:  # Python ignores SIGXFSZ: the write fails instead
+        return f"file size limit: {limits.file_mb} MiB"
+    if "No space left on device" in error:
+        return f"private folder full: {limits.work_mb} MiB"
+    return None
 
 
 def _unprivileged_user() -> pwd.struct_passwd | None:

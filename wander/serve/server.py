@@ -286,6 +286,7 @@ def create_env_app(
     for split in list(env.dataset):
         env.get_dataset(split)
     seeds = ResetSeeds(reset_seed, reset_stream)
+    threaded = threaded or env.steps_block
     session = functools.partial(ThreadedEpisodeSession if threaded else EpisodeSession, env, seeds)
     concurrency = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_ttl_s)
     if web:

@@ -4,8 +4,6 @@ limits, a real server on 127.0.0.1)."""
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import time
 from pathlib import Path
@@ -13,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from wander.core.sandbox import Sandbox, SandboxLimits
+
+from ...sandbox_host import loopback_server, nothing_left_running, processes_of, sandbox_user  # noqa: F401
 
 LIMITS = SandboxLimits(wall_seconds=4, cpu_seconds=2, memory_mb=256, processes=32, output_bytes=65536)
 PROJECT = Path(__file__).resolve().parents[3]
@@ -26,42 +26,6 @@ def sandbox() -> Sandbox:
 def run(sandbox: Sandbox, code: str):
     """`code` as the program `python3 main.py` of a run."""
     return sandbox.run(["python3", "main.py"], files={"main.py": code})
-
-
-def processes_of(user: int, zombies: bool) -> list[int]:
-    """Processes of user `user`: the running ones, or the zombies (ended, waiting for their parent to reap them)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            status = (entry / "status").read_text() if entry.name.isdigit() else ""
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields and int(fields["Uid"].split()[0]) == user:
-            if fields["State"].strip().startswith("Z") == zombies:
-                found.append(int(entry.name))
-    return found
-
-
-def sandbox_user() -> int:
-    """The user the sandbox runs code as."""
-    user = Sandbox(LIMITS).user
-    return user.pw_uid if user else os.getuid()
-
-
-def sandbox_processes() -> list[int]:
-    """Processes of the sandbox's user still running (this test's own too when it runs as that user)."""
-    return [p for p in processes_of(sandbox_user(), zombies=False) if p != os.getpid()]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_running():
-    before = set(sandbox_processes())
-    yield
-    deadline = time.monotonic() + 3
-    while (left := set(sandbox_processes()) - before) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not left, f"sandbox processes outlived their run: {sorted(left)}"
 
 
 def test_a_program_runs_with_its_files_in_a_private_folder(sandbox):
@@ -132,31 +96,15 @@ for link in ("link", "shadow"):
 
 
 def test_a_server_on_the_hosts_loopback_sees_no_connection(sandbox):
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted = []
-
-    def listen() -> None:
-        end = time.monotonic() + LIMITS.wall_seconds
-        while time.monotonic() < end:
-            try:
-                accepted.append(server.accept())
-            except TimeoutError:
-                continue
-
-    listener = threading.Thread(target=listen, daemon=True)
-    listener.start()
-    code = f"""
+    with loopback_server(LIMITS.wall_seconds) as (port, accepted):
+        code = f"""
 import socket
 try:
     socket.create_connection(("127.0.0.1", {port}), timeout=2); print("connected")
 except OSError as e:
     print("refused", type(e).__name__)
 """
-    result = run(sandbox, code)
-    listener.join()
-    server.close()
+        result = run(sandbox, code)
     assert result.ok and result.stdout.startswith("refused") and not accepted
 
 

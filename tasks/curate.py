@@ -328,10 +328,12 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
             column="n_tokens", min_value=1, max_value=max_length, description="games fit the model's context"
         ),
         g.ExpectColumnValuesToMatchRegex(
-            # A tool env's assistant turn may call tools: their results come back before its next turn.
+            # A tool env's assistant turn may call tools: their results come back before its next turn; an episode
+            # may end on the results of its last calls (coding: the tests passed), which SFT leaves out.
             column="roles",
-            regex=r"^s?(?:ua(?:t+a)*)+$",
-            description="user/assistant turns (tool results answered by the assistant), ending on the assistant",
+            regex=r"^s?(?:ua(?:t+a)*)+t*$",
+            description="user/assistant turns (tool results answered by the assistant), ending on the assistant "
+            "or on its last tool results",
         ),
     ]
     if config.dedupe:

@@ -188,6 +188,7 @@ class CodingEnv(SeededSplits, ToolEnv):
     private_spec_keys = frozenset({"tests"})
     private_state_keys = frozenset({"tests"})
     steps_block = True  # a step runs code for up to `timeout_s`: the server steps sessions on threads
+    measured_keys = frozenset({"exec_seconds"})  # wall-clock seconds: a replay's differ
 
     def __init__(
         self,

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tasks.params.load import load_params
+from wander import load_environment
 
 
 def read_json(project: Path, path: str) -> dict:
@@ -57,7 +58,9 @@ def matrix_rows(project: Path, env: str, metrics: set[str]) -> list[dict]:
     """The evaluation matrix's rows, checked: the reward columns then `metrics`, the lineage, the teacher and the
     expert in order, each on every stratum of the eval and test splits, the asked games, no error, sound intervals."""
     params = run_params(project)
-    strata = params["env"][env]["num_groups"]
+    strata = (
+        load_environment(env, **(params["env"].get(env) or {})).spec_checks().strata
+    )  # its block, or none
     with (project / "data/eval/matrix.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:10] == [

@@ -63,7 +63,9 @@ def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_t
     )
 
 
-@pytest.mark.parametrize("name", ["reverse_text", "double_check", "calculator", "workplace_assistant"])
+@pytest.mark.parametrize(
+    "name", ["reverse_text", "double_check", "calculator", "workplace_assistant", "coding"]
+)
 def test_a_decision_option_a_whole_conversation_env_would_ignore_is_refused_naming_the_key(name: str):
     # Issue 44: these envs' GRPO trains whole sampled episodes; play_on, explore and branch_at were dropped silently.
     assert preflight.problems(_params(env={"name": name})) == []  # the env's recipe: play_on sample

@@ -35,6 +35,9 @@ class Environment(PipelineHooks):
     # A step may block for seconds (code run in a sandbox, a remote judge): `wander env serve` then steps each session
     # on its own thread, so one slow step does not stall the others (`--threaded` forces it for any env).
     steps_block: bool = False
+    # State keys and rubric values measured on the machine (the seconds code ran), not played: a replay of the episode
+    # (`wander.core.replay`, curation's gate) does not compare them. Never a weighted rubric value.
+    measured_keys: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -95,10 +98,12 @@ class Environment(PipelineHooks):
         return episode.messages
 
     def training_conversations(self, messages: list[Message]) -> list[list[Message]]:
-        """What SFT trains on for one played episode: the whole conversation, or with per-turn observations
+        """What SFT trains on for one played episode: the whole conversation up to its last reply (the env's answer
+        after it teaches nothing: a coding episode ends on its tests passing), or with per-turn observations
         (`full_history` False) one conversation per model turn: what that turn read, then its reply."""
         if self.full_history:
-            return [messages]
+            replies = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+            return [messages[: replies[-1] + 1] if replies else messages]
         return [
             self.observation(Episode(spec={}, messages=messages[:i], state={}, prompt_len=0)) + [message]
             for i, message in enumerate(messages)

@@ -28,7 +28,7 @@ def test_the_base_environment_inherits_no_capability_stub():
 def test_tictactoe_opts_into_every_capability_and_text_envs_into_none():
     tictactoe = load_environment("tictactoe")
     assert all(isinstance(tictactoe, c) for c in CAPABILITIES)
-    for name in ("reverse_text", "double_check", "calculator", "workplace_assistant"):
+    for name in ("reverse_text", "double_check", "calculator", "workplace_assistant", "coding"):
         env = load_environment(name)
         assert [c.__name__ for c in CAPABILITIES if isinstance(env, c)] == [], name
 

@@ -13,7 +13,7 @@ from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import text_table, write_report
 from wander.eval.matrix import run_matrix
 
-ENVS = ("tictactoe", "reverse_text", "double_check", "calculator", "workplace_assistant")
+ENVS = ("tictactoe", "reverse_text", "double_check", "calculator", "workplace_assistant", "coding")
 
 
 def test_every_shipped_env_is_checked_here():

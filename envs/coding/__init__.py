@@ -11,6 +11,7 @@ its keyword defaults are the env's config.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import json
 import math
@@ -21,6 +22,8 @@ from contextlib import contextmanager
 
 from envs.coding.execution import TestRun, call_text, run_program
 from envs.coding.execution import run_tests as run_hidden_tests
+from envs.coding.humaneval import SPLIT as HUMANEVAL
+from envs.coding.humaneval import humaneval_specs
 from envs.coding.problems import MAX_STRATA, make_problem
 from envs.coding.teacher import RUN_TESTS, CodingTeacher, final_reply, tool_call
 from wander.core.evaluation_suite import EvaluationSuite
@@ -200,6 +203,7 @@ class CodingEnv(SeededSplits, ToolEnv):
         specs_dir: str | None,
         max_turns: int,
         sandbox: Sandbox,
+        heldout: str,
     ):
         rubric = Rubric()
         rubric.add(all_passed, 0.5)
@@ -215,7 +219,7 @@ class CodingEnv(SeededSplits, ToolEnv):
             max_turns=max_turns,
             name="coding",
         )
-        self.sandbox = sandbox
+        self.sandbox, self.heldout = sandbox, heldout
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
@@ -228,6 +232,16 @@ class CodingEnv(SeededSplits, ToolEnv):
             "family": problem.family,
             "tests": json.dumps(tests),
         }
+
+    def get_dataset(self, split: str = "train"):
+        """A split of generated problems, or HumanEval's 164 (`humaneval`: evaluation only)."""
+        if split != HUMANEVAL:
+            return super().get_dataset(split)
+        if split not in self._splits:
+            from datasets import Dataset
+
+            self._splits[split] = Dataset.from_list(humaneval_specs(self.num_groups))
+        return self._splits[split]
 
     def setup_state(self, spec: dict) -> dict:
         """The tests the tools run, from the spec."""
@@ -299,13 +313,14 @@ class CodingEnv(SeededSplits, ToolEnv):
                     yield f"{call_text(problem.entry_point, list(args))} returned {expected!r}, expected {expected!r}"
 
     def evaluation_suite(self) -> EvaluationSuite:
-        """The rubric means per stratum and split; fewer tool errors, lint findings, seconds and stops are better."""
+        """The rubric means per stratum on the eval split and the held-out side (HumanEval, or the generated test
+        split); fewer tool errors, lint findings, seconds and stops are better."""
         lower = ("tool_errors", "lint", "exec_seconds", "sandbox_stops")
         suite = (
             super().evaluation_suite().lower_is_better(*lower).bounded(0.0, math.inf, *lower, "submissions")
         )
         shares = ("reward", "all_passed", "tests_passed", "style", "first_passed", "format")
-        return suite.bounded(0.0, 1.0, *shares)
+        return dataclasses.replace(suite.bounded(0.0, 1.0, *shares), sides=("eval", self.heldout))
 
     def curation_defaults(self) -> dict:
         """Solved problems only: the teacher's unfixed slips are what curation removes."""
@@ -328,14 +343,26 @@ def load_environment(
     cpu_s: int = 2,
     memory_mb: int = 256,
     parallel: int = 2,
+    heldout: str = HUMANEVAL,
 ) -> CodingEnv:
-    """The coding env: split sizes, split seed, difficulty strata, generated specs, turn limit, and each run's
-    sandbox limits (wall-clock and CPU seconds, memory) and how many runs go at once."""
+    """The coding env: split sizes, split seed, difficulty strata, generated specs, turn limit, each run's sandbox
+    limits (wall-clock and CPU seconds, memory), how many runs go at once, and the evaluation's held-out side
+    (`humaneval`, or `test`: the generated test split)."""
+    if heldout not in (HUMANEVAL, "test"):
+        raise ValueError(f"heldout must be 'humaneval' or 'test', got {heldout!r}")
     if not 1 <= num_groups <= MAX_STRATA:
         raise ValueError(f"num_groups must be within 1..{MAX_STRATA}, got {num_groups}")
     if max_turns < 2:
         raise ValueError(f"max_turns {max_turns} leaves no turn to fix the code after the first test run")
     limits = SandboxLimits(wall_seconds=timeout_s, cpu_seconds=cpu_s, memory_mb=memory_mb)
     return CodingEnv(
-        num_train, num_eval, num_test, seed, num_groups, specs_dir, max_turns, Sandbox(limits, parallel)
+        num_train,
+        num_eval,
+        num_test,
+        seed,
+        num_groups,
+        specs_dir,
+        max_turns,
+        Sandbox(limits, parallel),
+        heldout,
     )

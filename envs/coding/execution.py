@@ -42,6 +42,15 @@ except BaseException as exc:
     verdict({"load_error": f"{type(exc).__name__}: {exc}"})
     raise SystemExit(0)
 results = []
+if isinstance(cases, dict):  # HumanEval's tests: check(candidate) asserts, one test
+    try:
+        checks = dict(namespace)  # as HumanEval's own evaluation: the tests run after the code, in its module
+        exec(compile(cases["check"], "tests.py", "exec"), checks)
+        checks["check"](func)
+        results.append({"ok": True, "got": "passed"})
+    except Exception as exc:
+        results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    cases = []
 for args, expected in cases:
     try:
         got = func(*copy.deepcopy(args))
@@ -90,14 +99,17 @@ def _verdict(execution: Execution, nonce: str) -> dict | None:
         return None
 
 
-def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list) -> TestRun:
-    """Run `code`'s function `entry_point` on `tests` ([[args, expected], ...]) in a fresh sandbox."""
+def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list | dict) -> TestRun:
+    """Run `code`'s function `entry_point` on `tests` in a fresh sandbox: [[args, expected], ...], or HumanEval's
+    {"check": source} (one test: `check(candidate)`)."""
     nonce = secrets.token_hex(16)
     stdin = f"{nonce}\n{json.dumps([entry_point, tests])}\n"
     execution = sandbox.run(
         ["python3", "-I", HARNESS], files={HARNESS: HARNESS_SOURCE, SOLUTION: code}, stdin=stdin
     )
     verdict = _verdict(execution, nonce)
+    checked = isinstance(tests, dict)
+    tests = [[[], None]] if checked else tests  # HumanEval's check is one test
     total = len(tests)
     # A verdict and then a stop: the code left something running past its tests (a thread, a child).
     late_stop = execution.reason if execution.returncode is None else None
@@ -117,7 +129,7 @@ def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list) -> Tes
     for (args, expected), result in zip(tests, results, strict=False):
         if result.get("ok") or len(lines) > SHOWN_FAILURES:
             continue
-        call = _clip(call_text(entry_point, args), VALUE_CHARS)
+        call = f"check({entry_point})" if checked else _clip(call_text(entry_point, args), VALUE_CHARS)
         if "error" in result:
             lines.append(f"{call} raised {_clip(result['error'], VALUE_CHARS)}")
         else:

@@ -1,5 +1,5 @@
 """The scripted teacher: reads the problem back from the user's message and runs its reference solution through
-`run_tests`. On a share `slip` of the problems it first submits a plausible wrong solution (the family's usual
+`run_tests` (HumanEval's problems, the held-out side, it gives up on). On a share `slip` of the problems it first submits a plausible wrong solution (the family's usual
 bug); told which tests fail, it fixes the code on half of those (a second `run_tests` with the reference) and
 gives up on the other half (its wrong code as the final reply). So its SFT episodes show first tries and fixes,
 and curation drops the ones that gave up.
@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import random
 
+from envs.coding.humaneval import is_humaneval
 from envs.coding.problems import read_problem
 from wander.core.policy import Conversation, Reply, UnplayableRequest
 
 RUN_TESTS = "run_tests"
 FIX_SHARE = 0.5  # of the slips, the share the teacher fixes after reading the failures
+GIVE_UP = (
+    "I cannot solve this problem."  # its reply to a HumanEval problem: it knows the generated families only
+)
 
 
 def tool_call(name: str, code: str) -> str:
@@ -47,6 +51,8 @@ class CodingTeacher:
         if not isinstance(last, dict) or last.get("role") not in ("user", "tool"):
             raise UnplayableRequest("the last message is neither the user's nor a tool result")
         prompt = next((m.get("content") for m in conversation if m.get("role") == "user"), None)
+        if isinstance(prompt, str) and is_humaneval(prompt):
+            return GIVE_UP
         try:
             problem = read_problem(prompt if isinstance(prompt, str) else "")
         except ValueError as exc:

@@ -54,13 +54,17 @@ def check_training_stages(project: Path) -> None:
         assert 0.0 <= grpo["final_reward"] <= 1.0, name
 
 
+def env_shape(project: Path, env: str) -> tuple[int, tuple[str, ...]]:
+    """The env's strata and its suite's sides, as the run's params.yaml sets it up (its block, or none)."""
+    loaded = load_environment(env, **(run_params(project)["env"].get(env) or {}))
+    return loaded.spec_checks().strata, loaded.evaluation_suite().sides
+
+
 def matrix_rows(project: Path, env: str, metrics: set[str]) -> list[dict]:
     """The evaluation matrix's rows, checked: the reward columns then `metrics`, the lineage, the teacher and the
-    expert in order, each on every stratum of the eval and test splits, the asked games, no error, sound intervals."""
+    expert in order, each on every stratum of the suite's sides (eval and test, or the env's), the asked games, no error, sound intervals."""
     params = run_params(project)
-    strata = (
-        load_environment(env, **(params["env"].get(env) or {})).spec_checks().strata
-    )  # its block, or none
+    strata, sides = env_shape(project, env)
     with (project / "data/eval/matrix.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:10] == [
@@ -72,8 +76,8 @@ def matrix_rows(project: Path, env: str, metrics: set[str]) -> list[dict]:
     for policy in (*models, "teacher", "expert"):
         cells = [r for r in rows if r["policy"] == policy]
         assert {(r["opponent"], r["side"]) for r in cells} == {
-            (f"stratum-{k}", s) for k in range(strata) for s in ("eval", "test")
-        } and len(cells) == 2 * strata
+            (f"stratum-{k}", s) for k in range(strata) for s in sides
+        } and len(cells) == len(sides) * strata
         for r in cells:
             assert int(r["games"]) == params["evaluate"]["games"] and int(r["errored"]) == 0, (policy, r)
             low, mean, high = (float(r[k]) for k in ("reward_ci_low", "reward", "reward_ci_high"))
@@ -87,8 +91,9 @@ def check_headline_and_register(project: Path, rows: list[dict]) -> None:
     headline = read_json(project, "data/eval/metrics.json")
     *_, start, candidate = lineage(project)
     assert set(headline) == {candidate, "teacher"}
+    sides = set(dict.fromkeys(r["side"] for r in rows))
     for policy, values in headline.items():
-        assert set(values) == {"reward"} and set(values["reward"]) == {"all", "eval", "test"}
+        assert set(values) == {"reward"} and set(values["reward"]) == {"all", *sides}
         cells = [float(r["reward"]) for r in rows if r["policy"] == policy]
         assert values["reward"]["all"] == pytest.approx(sum(cells) / len(cells), abs=1e-4)  # equal cells
     register = read_json(project, "data/metrics/register.json")

@@ -2,7 +2,9 @@
 
 The same short program (`python3 -I -c` of a sum) run RUNS times one after another, bare (`subprocess.run`) and in
 the sandbox (bubblewrap namespaces, limits, the private folder), then RUNS times through a sandbox that runs two at
-once: what an env that checks a model's code pays per execution on this machine.
+once: what an env that checks a model's code pays per execution on this machine. Then the coding env's own unit of
+work, a submission: a reference solution through `run_tests` (the harness and its tests in a fresh sandbox) and
+ruff's check of it, RUNS times.
 """
 
 from __future__ import annotations
@@ -38,13 +40,34 @@ def run() -> dict:
     with ThreadPoolExecutor(2) as pool:
         assert all(r.ok for r in pool.map(lambda _: parallel.run(PROGRAM), range(RUNS)))
     two = time.perf_counter() - start
+    tests, lint = submissions()
     return {
         "bare_per_s": per_second(bare),
         "sandbox_per_s": per_second(boxed),
         "sandbox_two_at_once_per_s": per_second(two),
         "overhead_ms": round((boxed - bare) / RUNS * 1000, 1),
         "sandbox_over_bare_time": round(boxed / bare, 2),
+        "coding_run_tests_per_s": per_second(tests),
+        "coding_lint_per_s": per_second(lint),
     }
+
+
+def submissions() -> tuple[float, float]:
+    """Seconds of RUNS `run_tests` of reference solutions (one problem per stratum in turn), and of RUNS ruff checks."""
+    from envs.coding import lint_findings, load_environment
+    from envs.coding.execution import run_tests
+    from envs.coding.problems import MAX_STRATA, make_problem
+
+    env = load_environment(num_train=1, num_eval=1, num_test=1)
+    problems = [make_problem(seed, seed % MAX_STRATA) for seed in range(RUNS)]
+    start = time.perf_counter()
+    for p in problems:
+        tests = [[list(args), expected] for args, expected in p.tests]
+        assert run_tests(env.sandbox, p.reference, p.entry_point, tests).all_passed
+    tested = time.perf_counter() - start
+    start = time.perf_counter()
+    assert not any(lint_findings(p.reference) for p in problems)
+    return tested, time.perf_counter() - start
 
 
 if __name__ == "__main__":

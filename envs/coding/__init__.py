@@ -25,6 +25,7 @@ from envs.coding.execution import run_tests as run_hidden_tests
 from envs.coding.humaneval import SPLIT as HUMANEVAL
 from envs.coding.humaneval import humaneval_specs
 from envs.coding.problems import MAX_STRATA, make_problem
+from envs.coding.prompt_splits import disjoint_split_specs
 from envs.coding.teacher import RUN_TESTS, CodingTeacher, final_reply, tool_call
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.parser import last_assistant_content
@@ -232,6 +233,11 @@ class CodingEnv(SeededSplits, ToolEnv):
             "family": problem.family,
             "tests": json.dumps(tests),
         }
+
+    def split_specs(self, split: str) -> list[dict]:
+        """The generate stage's files, or the split's seeds with no problem text shared between train and the rest
+        (`prompt_splits.py`)."""
+        return super().split_specs(split) if self.specs_dir is not None else disjoint_split_specs(self, split)
 
     def get_dataset(self, split: str = "train"):
         """A split of generated problems, or HumanEval's 164 (`humaneval`: evaluation only)."""

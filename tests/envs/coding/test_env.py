@@ -63,8 +63,11 @@ def test_the_final_reply_s_code_block_is_the_submission_and_prose_scores_0(env, 
     assert prose.reward == 0.0 and prose.values["submissions"] == 0.0 and prose.values["format"] == 0.0
 
 
-def test_the_last_submission_counts_partial_credit_and_all(env, spec, problem):
-    half = play(env, spec, final_reply(problem.buggy))
+def test_the_last_submission_counts_partial_credit_and_all(env):
+    problems = [(s, make_problem(s["seed"], s["stratum"])) for s in env.get_dataset("eval")]
+    played = [(s, p, play(env, s, final_reply(p.buggy))) for s, p in problems]
+    # Some slips fail every test (a crash), others some of them: the first of those.
+    spec, problem, half = next((s, p, e) for s, p, e in played if e.values["tests_passed"] > 0)
     assert half.values["all_passed"] == 0.0 and 0.0 < half.values["tests_passed"] < 1.0
     assert half.reward == pytest.approx(
         0.4 * half.values["tests_passed"] + 0.1
@@ -141,3 +144,29 @@ def test_the_reply_budget_covers_every_teacher_reply_beyond_the_sampled_seeds(en
     )
     assert env.completion_tokens() > env.max_turns * env.reply_tokens()
     json.dumps(env.get_dataset("train").to_list())  # specs are plain JSON (the generate stage writes them)
+
+
+def test_no_eval_or_test_problem_is_one_the_train_split_holds():
+    env = load_environment("coding", num_train=400, num_eval=40, num_test=40)
+    train = {row["problem"] for row in env.get_dataset("train")}
+    for split in ("eval", "test"):
+        rows = env.get_dataset(split).to_list()
+        assert not any(row["problem"] in train for row in rows), split
+        assert [sum(row["stratum"] == k for row in rows) for k in range(MAX_STRATA)] == [10] * MAX_STRATA
+    assert (
+        env.get_dataset("eval").to_list()
+        == load_environment("coding", num_train=400, num_eval=40, num_test=40).get_dataset("eval").to_list()
+    )
+    with pytest.raises(ValueError, match="found .* of 10 problems on its side of the held-out line"):
+        from envs.coding.prompt_splits import disjoint_split_specs
+
+        class Impossible:  # every problem text is held out, so no train spec exists
+            seed, num_groups, sizes = 0, 1, {"train": 10}
+
+            def make_spec(self, seed, stratum=None):
+                return {"problem": "x"}  # a text whose hash puts it on the held-out side
+
+        from envs.coding.prompt_splits import held_out
+
+        assert held_out("x")
+        disjoint_split_specs(Impossible(), "train")

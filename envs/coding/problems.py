@@ -1,8 +1,9 @@
 """Generated Python programming problems: a function to write, its reference, a slip's version, hidden tests.
 
-Every problem comes from a family (a template with one fixed function name) whose constants are drawn from the
-seed, so a model must read the prompt to know which constant, letter or comparison it asks for; the names stay
-fixed so a small model can learn them. Stratum 0 asks for one expression, 1 for one loop, 2 for a loop with a
+Every problem comes from a family (a template with one fixed function name) whose constants (numbers, letters,
+and word choices such as the comparison, a separator or an order) are drawn from the seed, so a model must read
+the prompt to know what it asks for; the names stay fixed so a small model can learn them. Each family states
+60 to 160 distinct problems, so splits can keep their prompts apart. Stratum 0 asks for one expression, 1 for one loop, 2 for a loop with a
 condition or state, 3 for two steps. The buggy solution is the reference with one plausible slip (a `>=` for
 a `>`, an off-by-one range, a forgotten reset); its choice depends on the prompt alone, so `read_problem`
 rebuilds the same one from the text the teacher sees. Expected values come from running the reference here
@@ -23,17 +24,42 @@ from dataclasses import dataclass
 MAX_STRATA = 4
 MIN_TESTS, MAX_TESTS = 5, 8
 PREFIX = "Write a Python function `"
-# Small words of every length 1..6, so each word-length constant has words at, below and above it.
+# Small words of every length 1..7, so each word-length constant has words at, below and above it.
 # fmt: off
 VOCAB = (
     "a", "an", "ox", "cat", "dog", "sun", "egg", "owl", "ice", "tree", "bird", "lamp", "kite", "moon", "pear",
-    "rope", "apple", "house", "river", "melon", "zebra", "garden", "yellow", "banana", "orange",
+    "rope", "apple", "house", "river", "melon", "zebra", "garden", "yellow", "banana", "orange", "chicken",
+    "rainbow", "blanket",
 )
-# fmt: on
-# Letters some word starts with and another holds further in: both slips of count_initial can show.
-INITIALS = tuple(sorted({w[0] for w in VOCAB} & {ch for w in VOCAB for ch in w[1:]}))
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 LETTER_SETS = tuple("".join(c) for c in itertools.combinations("aeilnorstu", 3))
+# A comparison's words: its operator and the slip's (the boundary taken or left out).
+CMPS = {
+    "greater than": (">", ">="), "at least": (">=", ">"), "less than": ("<", "<="), "at most": ("<=", "<"),
+    "more than": (">", ">="), "fewer than": ("<", "<="), "exactly": ("==", ">="),
+}
+COMPARE = ("greater than", "at least", "less than", "at most")
+UP = ("greater than", "at least", "more than")  # the comparisons that hold for numbers above the constant
+SEPARATORS = {
+    "nothing": "", "a space": " ", "a comma": ",", "a dash": "-", "a dot": ".", "a colon": ":", "a slash": "/",
+    "a plus sign": "+", "an underscore": "_", "a comma and a space": ", ",
+}
+JOINERS = {"single spaces": " ", "commas": ",", "dashes": "-", "semicolons": ";", "slashes": "/"}
+# (the code, its two slips) per choice of words; {K} and {K1} (K + 1) are filled in.
+SLICES = {
+    "the first": ("s[:{K}]", "s[{K}:]", "s[:{K1}]"),
+    "the last": ("s[-{K}:]", "s[{K}:]", "s[:{K}]"),
+    "all but the first": ("s[{K}:]", "s[-{K}:]", "s[{K1}:]"),
+    "all but the last": ("s[:-{K}]", "s[-{K}:]", "s[:{K}]"),
+}
+CHAR_TESTS = {"equal to": "==", "different from": "!=", "alphabetically before": "<", "alphabetically after": ">"}
+ORDERS = {
+    "in the order of their first appearance": "out", "in increasing order": "sorted(out)",
+    "in decreasing order": "sorted(out, reverse=True)",
+}
+# Most families' slips: the code of one span (`code`) replaced by one of two slips.
+SLIPS = (("{code}", "{slip1}"), ("{code}", "{slip2}"))
+# fmt: on
 
 
 @dataclass(frozen=True)
@@ -55,24 +81,37 @@ class Family:
     name: str
     stratum: int
     signature: str  # after the function's name: "(xs: list[int]) -> int"
-    sentence: str  # str.format template over the constants
+    sentence: str  # str.format template over the constants (and the extra fields)
     body: str  # the reference body, a str.format template (4-space indents)
     bugs: tuple[tuple[str, str], ...]  # (old, new) templates: each replaces one span of the formatted body
-    domains: tuple[tuple[str, tuple], ...]
+    domains: tuple[tuple[str, tuple], ...]  # a constant's values: ints, or words the sentence holds
     draw: Callable[[random.Random, dict], tuple]  # one test's arguments
     # Boundary arguments, tried in order when every drawn test misses the slip.
     edges: Callable[[dict], list[tuple]]
+    # Fields the constants decide (an operator, a code span, a few words), for the templates.
+    extra: Callable[[dict], dict] = lambda params: {}
+
+    def fields(self, params: dict) -> dict:
+        """The constants and what they decide: every field the templates may name."""
+        return {**params, **self.extra(params)}
 
     def prompt(self, params: dict) -> str:
         """The task's text for these constants."""
-        return f"{PREFIX}{self.name}{self.signature}` that {self.sentence.format(**params)}"
+        return f"{PREFIX}{self.name}{self.signature}` that {self.sentence.format(**self.fields(params))}"
 
     def pattern(self) -> re.Pattern:
-        """A regex reading the constants back out of a prompt."""
-        kinds = {name: r"-?\d+" if isinstance(domain[0], int) else "[a-z]+" for name, domain in self.domains}
+        """A regex reading the constants back out of a prompt (extra fields match anything: the text rebuilt
+        from the constants must then equal the prompt)."""
+        kinds = {  # a number, or one of the words
+            name: r"-?\d+"
+            if isinstance(d[0], int)
+            else "|".join(re.escape(w) for w in sorted(d, key=len)[::-1])
+            for name, d in self.domains
+        }
         parts = re.split(r"\{(\w+)\}", self.sentence)
         sentence = "".join(
-            f"(?P<{part}>{kinds[part]})" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+            (f"(?P<{part}>{kinds[part]})" if part in kinds else ".*?") if i % 2 else re.escape(part)
+            for i, part in enumerate(parts)
         )
         return re.compile(re.escape(f"{PREFIX}{self.name}{self.signature}` that ") + sentence)
 
@@ -81,12 +120,8 @@ def _ints(rng: random.Random, lo: int, hi: int, longest: int = 8) -> list[int]:
     return [rng.randint(lo, hi) for _ in range(rng.randint(0, longest))]
 
 
-def _letters(rng: random.Random, alphabet: str, longest: int) -> str:
-    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, longest)))
-
-
-def _longer(k: int) -> list[str]:
-    return [w for w in VOCAB if len(w) > k]
+def _letters(rng: random.Random, alphabet: str, longest: int, shortest: int = 0) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(shortest, longest)))
 
 
 def _with(rng: random.Random, xs: list[int], x: int) -> list[int]:
@@ -94,6 +129,60 @@ def _with(rng: random.Random, xs: list[int], x: int) -> list[int]:
     if len(xs) < 8 and rng.random() < 0.5:
         xs.insert(rng.randint(0, len(xs)), x)
     return xs
+
+
+def _compare(p: dict) -> dict:
+    op, slip = CMPS[p["CMP"]]
+    return {"op": op, "slip": slip}
+
+
+def _around(p: dict, below: int, above: int) -> tuple[int, int]:
+    """A range of test numbers about the constant, wider on the side the comparison does not keep."""
+    return (p["K"] - below, p["K"] + above) if p["CMP"] in UP else (p["K"] - above, p["K"] + below)
+
+
+def _repeat(p: dict) -> dict:
+    k, sep = p["K"], repr(SEPARATORS[p["SEP"]])
+    if sep == "''":
+        return {"code": f"s * {k}", "slip1": f"s * ({k} - 1)", "slip2": f"' '.join([s] * {k})"}
+    code = f"{sep}.join([s] * {k})"
+    return {"code": code, "slip1": code.replace(f"* {k}", f"* ({k} - 1)"), "slip2": f"(s + {sep}) * {k}"}
+
+
+def _slice(p: dict) -> dict:
+    code, slip1, slip2 = (t.format(K=p["K"], K1=p["K"] + 1) for t in SLICES[p["V"]])
+    tail = "the empty string" if p["V"].startswith("all but") else "all of s"
+    return {"code": code, "slip1": slip1, "slip2": slip2, "TAIL": tail}
+
+
+def _initial(p: dict) -> dict:
+    c = repr(p["C"])
+    test, other = f"w.startswith({c})", f"w.endswith({c})"
+    if p["V"].endswith("end"):
+        test, other = other, test
+    if p["V"].startswith("do not"):
+        return {"code": f"not {test}", "slip1": f"{c} not in w", "slip2": f"not {other}"}
+    return {"code": test, "slip1": f"{c} in w", "slip2": other}
+
+
+def _char_edge(p: dict) -> list[tuple]:
+    """A hit, a miss and a hit: dropping the first or the last character changes the count."""
+    c = p["C"]
+    hit, miss = {"equal to": (c, "a"), "alphabetically after": ("z", c)}.get(p["V"], ("a", c))
+    return [(hit + miss + hit,)]
+
+
+def _words_edge(p: dict) -> list[tuple]:
+    """Two words below K letters, one of K, two above: a boundary or separator slip shows on it."""
+    k = p["K"]
+    below, at, above = ([w for w in VOCAB if f(len(w))] for f in (k.__gt__, k.__eq__, k.__lt__))
+    return [(" ".join((below * 2)[:2] + at[:1] + (above * 2)[:2]),)]
+
+
+def _drop(p: dict) -> dict:
+    pos, other = ("(i + 1)", "i")[:: 1 if p["B"] == 1 else -1]
+    eq, neq = ("!=", "==")[:: 1 if p["V"] == "without" else -1]
+    return {"pos": pos, "other": other, "eq": eq, "neq": neq}
 
 
 # fmt: off
@@ -107,91 +196,101 @@ FAMILIES: tuple[Family, ...] = (
         lambda p: [(0,), (1,)],
     ),
     Family(
-        "is_multiple", 0, "(n: int) -> bool", "returns True when n is divisible by {K} and False otherwise.",
-        "    return n % {K} == 0\n",
+        "is_multiple", 0, "(n: int) -> bool", "returns True when n {W} divisible by {K} and False otherwise.",
+        "    return n % {K} {op} 0\n",
         (("n % {K}", "n // {K}"), ("n % {K}", "{K} % n")),
-        (("K", tuple(range(2, 10))),),
+        (("W", ("is", "is not")), ("K", tuple(range(2, 51)))),
         lambda rng, p: (rng.choice([rng.randint(-20, 20), p["K"] * rng.randint(-3, 3)]),),
-        lambda p: [(p["K"],), (2 * p["K"],), (1,)],
+        lambda p: [(p["K"],), (2 * p["K"],), (1,), (0,)],
+        lambda p: {"op": "==" if p["W"] == "is" else "!="},
     ),
     Family(
-        "repeat_text", 0, "(s: str) -> str", "returns s repeated {K} times, with nothing between the copies.",
-        "    return s * {K}\n",
-        (("s * {K}", "s * ({K} - 1)"), ("s * {K}", "' '.join([s] * {K})")),
-        (("K", tuple(range(2, 7))),),
+        "repeat_text", 0, "(s: str) -> str", "returns s repeated {K} times, with {SEP} between the copies.",
+        "    return {code}\n", SLIPS,
+        (("K", tuple(range(2, 13))), ("SEP", tuple(SEPARATORS))),
         lambda rng, p: (rng.choice(("",) + VOCAB),),
         lambda p: [("ab",)],
+        _repeat,
     ),
     Family(
-        "last_chars", 0, "(s: str) -> str",
-        "returns the last {K} characters of s (all of s when it is shorter).",
-        "    return s[-{K}:]\n",
-        (("s[-{K}:]", "s[{K}:]"), ("s[-{K}:]", "s[:{K}]")),
-        (("K", tuple(range(1, 6))),),
-        lambda rng, p: (_letters(rng, "abcdefghijklmnop", 8),),
-        lambda p: [("abcdefgh",), ("ab",)],
+        "last_chars", 0, "(s: str) -> str", "returns {V} {K} characters of s ({TAIL} when s is shorter).",
+        "    return {code}\n", SLIPS,
+        (("V", tuple(SLICES)), ("K", tuple(range(1, 21)))),
+        lambda rng, p: (_letters(rng, "abcdefghijklmnop", p["K"] + 5, max(0, p["K"] - 5)),),
+        lambda p: [((ALPHABET * 2)[: 2 * p["K"] + 3],), ("ab",)],
+        _slice,
     ),
     Family(
-        "sum_above", 1, "(xs: list[int]) -> int",
-        "returns the sum of the numbers in xs that are greater than {K}.",
-        "    return sum(x for x in xs if x > {K})\n",
-        ((" > ", " >= "), ("sum(x for", "sum(1 for")),
-        # Not 0: a `>=` slip adds nothing when the boundary number is 0.
-        (("K", tuple(k for k in range(-9, 16) if k)),),
-        lambda rng, p: (_with(rng, _ints(rng, -20, 20), p["K"]),),
-        lambda p: [([p["K"], p["K"] + 2],), ([p["K"] + 2, p["K"] + 3],)],
+        "sum_above", 1, "(xs: list[int]) -> int", "returns the sum of the numbers in xs that are {CMP} {K}.",
+        "    return sum(x for x in xs if x {op} {K})\n",
+        (("x {op} {K}", "x {slip} {K}"), ("sum(x for", "sum(1 for")),
+        # Not 0: a boundary slip adds or drops nothing when the boundary number is 0.
+        (("CMP", COMPARE), ("K", tuple(k for k in range(-15, 26) if k))),
+        lambda rng, p: (_with(rng, _ints(rng, p["K"] - 15, p["K"] + 15), p["K"]),),
+        lambda p: [([p["K"] + d, p["K"] + e],) for d, e in ((0, 2), (0, -2), (2, 3), (-2, -3))],
+        _compare,
     ),
     Family(
-        "count_initial", 1, "(words: list[str]) -> int",
-        "returns how many of the words start with the letter {C}.",
-        "    return sum(1 for w in words if w.startswith({C!r}))\n",
-        (("w.startswith({C!r})", "{C!r} in w"), ("w.startswith({C!r})", "w.endswith({C!r})")),
-        (("C", INITIALS),),
+        "count_initial", 1, "(words: list[str]) -> int", "returns how many of the words {V} with the letter {C}.",
+        "    return sum(1 for w in words if {code})\n", SLIPS,
+        (("V", ("start", "end", "do not start", "do not end")), ("C", tuple(ALPHABET))),
+        # Short made-up words over its letter and two others: the letter starts, ends and sits inside them.
         lambda rng, p: (
-            rng.choices([w for w in VOCAB if p["C"] in w] * 2 + list(VOCAB), k=rng.randint(0, 6)),
+            [_letters(rng, p["C"] * 2 + "".join(rng.sample(ALPHABET, 2)), 4) or p["C"]
+             for _ in range(rng.randint(0, 6))],
         ),
-        lambda p: [([w],) for w in VOCAB if p["C"] in w],
+        lambda p: [([w.replace("_", p["C"])],) for w in ("_o", "o_", "o_o", "_b", "b_", "b_b")],
+        _initial,
     ),
     Family(
         "scale", 1, "(xs: list[int]) -> list[int]",
-        "returns the numbers of xs, each multiplied by {K}, as a list in the same order.",
-        "    return [x * {K} for x in xs]\n",
+        "returns the numbers of xs, each {OP} {K}, as a list in the same order.",
+        "    return [x {op} {K} for x in xs]\n",
         (
-            ("x * {K} for x in xs", "xs[i] * {K} for i in range(len(xs) - 1)"),
+            ("x {op} {K} for x in xs", "xs[i] {op} {K} for i in range(len(xs) - 1)"),
             ("for x in xs", "for x in xs if x > 0"),
         ),
-        (("K", (-5, -4, -3, -2, 2, 3, 4, 5, 6, 7, 8, 9, 10)),),
+        (("OP", ("multiplied by", "increased by", "decreased by")), ("K", tuple(range(2, 41)))),
         lambda rng, p: (_ints(rng, -20, 20, 6),),
         lambda p: [([1, 2],), ([-1, 0, 3],)],
+        lambda p: {"op": {"multiplied by": "*", "increased by": "+", "decreased by": "-"}[p["OP"]]},
     ),
     Family(
-        "count_char", 1, "(s: str) -> int", "returns how many times the character {C} occurs in s.",
-        "    n = 0\n    for ch in s:\n        if ch == {C!r}:\n            n += 1\n    return n\n",
+        "count_char", 1, "(s: str) -> int", "returns how many characters of s are {V} {C}.",
+        "    n = 0\n    for ch in s:\n        if ch {op} {C!r}:\n            n += 1\n    return n\n",
         (("for ch in s:", "for ch in s[1:]:"), ("for ch in s:", "for ch in s[:-1]:")),
-        (("C", tuple(ALPHABET)),),
+        # Not a or z: no letter is before a or after z.
+        (("V", tuple(CHAR_TESTS)), ("C", tuple(ALPHABET[1:-1]))),
         # Its letter is as likely as the three others together: counts of 0 stay rare.
         lambda rng, p: (_letters(rng, p["C"] * 3 + "".join(rng.sample(ALPHABET, 3)), 10),),
-        lambda p: [(p["C"] + "xy" + p["C"],)],
+        _char_edge,
+        lambda p: {"op": CHAR_TESTS[p["V"]]},
     ),
     Family(
         "first_above", 2, "(xs: list[int]) -> int",
-        "returns the index of the first number in xs that is greater than {K}, or -1 when there is none.",
-        "    for i, x in enumerate(xs):\n        if x > {K}:\n            return i\n    return -1\n",
-        ((" > ", " >= "), ("return i\n", "return x\n"), ("return -1", "return len(xs)")),
-        (("K", tuple(range(-5, 16))),),
-        lambda rng, p: (_with(rng, _ints(rng, p["K"] - 8, p["K"] + 4), p["K"]),),
-        lambda p: [([],), ([p["K"], p["K"] + 1],), ([p["K"] + 1],), ([p["K"] - 1, p["K"] + 1],)],
+        "returns the index of the first number in xs that is {CMP} {K}, or -1 when there is none.",
+        "    for i, x in enumerate(xs):\n        if x {op} {K}:\n            return i\n    return -1\n",
+        (("x {op} {K}", "x {slip} {K}"), ("return i\n", "return i + 1\n"), ("return -1", "return len(xs)")),
+        (("CMP", COMPARE), ("K", tuple(range(-10, 21)))),
+        lambda rng, p: (_with(rng, _ints(rng, *_around(p, 8, 4)), p["K"]),),
+        lambda p: [([],)] + [
+            ([p["K"] + d for d in ds],) for ds in ((0, 1), (0, -1), (1,), (-1,), (-1, 1), (1, -1))
+        ],
+        _compare,
     ),
     Family(
         "long_words", 2, "(s: str) -> str",
-        "returns the words of s (s separates them by single spaces) that are longer than {K} letters, "
-        "in order, joined by single spaces.",
-        "    return ' '.join(w for w in s.split() if len(w) > {K})\n",
-        ((" > ", " >= "), ("' '.join", "''.join")),
-        (("K", (2, 3, 4, 5)),),
+        "returns the words of s (s separates them by single spaces) that have {CMP} {K} letters, "
+        "in order, joined by {SEP}.",
+        "    return {sep!r}.join(w for w in s.split() if len(w) {op} {K})\n",
+        (("len(w) {op} {K}", "len(w) {slip} {K}"), ("{sep!r}.join", "{wrong!r}.join")),
+        (
+            ("CMP", ("more than", "fewer than", "at least", "at most")), ("K", tuple(range(2, 7))),
+            ("SEP", tuple(JOINERS)),
+        ),
         lambda rng, p: (" ".join(rng.choices(VOCAB, k=rng.randint(0, 6))),),
-        # A word of exactly K letters (a `>=` keeps it) and two longer ones (a wrong separator shows).
-        lambda p: [(" ".join([w for w in VOCAB if len(w) == p["K"]][:1] + _longer(p["K"])[:2]),)],
+        _words_edge,
+        lambda p: {**_compare(p), "sep": JOINERS[p["SEP"]], "wrong": "" if p["SEP"] == "single spaces" else " "},
     ),
     Family(
         "count_among", 2, "(s: str) -> int",
@@ -207,60 +306,64 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "longest_streak", 2, "(xs: list[int]) -> int",
-        "returns the length of the longest run of adjacent numbers in xs that are all greater than {K} "
+        "returns the length of the longest run of adjacent numbers in xs that are all {CMP} {K} "
         "(0 when there is none).",
-        "    best = 0\n    run = 0\n    for x in xs:\n        if x > {K}:\n            run += 1\n"
+        "    best = 0\n    run = 0\n    for x in xs:\n        if x {op} {K}:\n            run += 1\n"
         "            best = max(best, run)\n        else:\n            run = 0\n    return best\n",
-        ((" > ", " >= "), ("        else:\n            run = 0\n", "")),
-        (("K", tuple(range(-5, 11))),),
+        (("x {op} {K}", "x {slip} {K}"), ("        else:\n            run = 0\n", "")),
+        (("CMP", COMPARE), ("K", tuple(range(-9, 16)))),
         lambda rng, p: (_ints(rng, p["K"] - 3, p["K"] + 3),),
-        lambda p: [([p["K"] + 1, p["K"], p["K"] + 1],), ([p["K"], p["K"]],)],
+        lambda p: [
+            ([p["K"] + d for d in ds],) for ds in ((1, 0, 1), (-1, 0, -1), (0, -1, 0), (0, 1, 0), (0, 0))
+        ],
+        _compare,
     ),
     Family(
         "even_squares_mod", 3, "(xs: list[int]) -> int",
-        "returns the sum of the squares of the even numbers in xs, modulo {K}.",
-        "    return sum(x * x for x in xs if x % 2 == 0) % {K}\n",
-        (("x % 2 == 0", "x % 2 == 1"), (") % {K}", ")")),
-        (("K", tuple(range(3, 31))),),
+        "returns the sum of the squares of the {P} numbers in xs, modulo {K}.",
+        "    return sum(x * x for x in xs if x % 2 == {r}) % {K}\n",
+        (("x % 2 == {r}", "x % 2 == {w}"), (") % {K}", ")")),
+        (("P", ("even", "odd")), ("K", tuple(range(3, 51)))),
         lambda rng, p: (_ints(rng, -10, 10),),
-        lambda p: [([2, 1],), ([20],), ([3],)],
+        lambda p: [([1],), ([2],), ([p["K"]],), ([p["K"] + 1],)],
+        lambda p: {"r": int(p["P"] == "odd"), "w": int(p["P"] == "even")},
     ),
     Family(
         "drop_every", 3, "(s: str) -> str",
-        "returns s without the characters whose position, counting from 1, is a multiple of {K}.",
-        "    return ''.join(ch for i, ch in enumerate(s) if (i + 1) % {K} != 0)\n",
-        (("(i + 1) % {K}", "i % {K}"), ("!= 0", "== 0")),
-        (("K", tuple(range(2, 8))),),
-        lambda rng, p: (_letters(rng, "abcdefghijklmnop", 12),),
-        lambda p: [("abcdefghijkl",)],
+        "returns s {V} the characters whose position, counting from {B}, is a multiple of {K}.",
+        "    return ''.join(ch for i, ch in enumerate(s) if {pos} % {K} {eq} 0)\n",
+        (("{pos} % {K}", "{other} % {K}"), ("{eq} 0", "{neq} 0")),
+        (("V", ("without", "keeping only")), ("B", (1, 0)), ("K", tuple(range(2, 21)))),
+        lambda rng, p: (_letters(rng, "abcdefghijklmnop", min(2 * p["K"], 30), p["K"] // 2),),
+        lambda p: [(ALPHABET[: p["K"] + 2],)],
+        _drop,
     ),
     Family(
         "running_max", 3, "(xs: list[int]) -> list[int]",
-        "returns a list whose item i is the largest of {K} and the numbers xs[0] to xs[i].",
+        "returns a list whose item i is the {V} of {K} and the numbers xs[0] to xs[i].",
         "    best = {K}\n    out = []\n    for x in xs:\n"
-        "        best = max(best, x)\n        out.append(best)\n    return out\n",
+        "        best = {f}(best, x)\n        out.append(best)\n    return out\n",
         (
-            (
-                "best = max(best, x)\n        out.append(best)",
-                "out.append(best)\n        best = max(best, x)",
-            ),
-            ("max(best, x)", "max({K}, x)"),
+            ("best = {f}(best, x)\n        out.append(best)", "out.append(best)\n        best = {f}(best, x)"),
+            ("{f}(best, x)", "{f}({K}, x)"),
         ),
-        (("K", tuple(range(-10, 16))),),
+        (("V", ("largest", "smallest")), ("K", tuple(range(-20, 21)))),
         lambda rng, p: (_ints(rng, p["K"] - 8, p["K"] + 8),),
-        lambda p: [([p["K"] + 1],), ([p["K"] + 5, p["K"] + 1],)],
+        lambda p: [([p["K"] + d for d in ds],) for ds in ((1,), (5, 1), (-1,), (-5, -1))],
+        lambda p: {"f": "max" if p["V"] == "largest" else "min"},
     ),
     Family(
         "frequent", 3, "(xs: list[int]) -> list[int]",
-        "returns the numbers that appear at least {K} times in xs, each once, "
-        "in the order of their first appearance.",
+        "returns the numbers that appear {CMP} {K} times in xs, each once, {ORDER}.",
         "    out = []\n    for x in xs:\n"
-        "        if xs.count(x) >= {K} and x not in out:\n            out.append(x)\n    return out\n",
-        ((" >= ", " > "), (" and x not in out", "")),
-        (("K", (2, 3, 4)),),
+        "        if xs.count(x) {op} {K} and x not in out:\n            out.append(x)\n    return {ret}\n",
+        (("count(x) {op} {K}", "count(x) {slip} {K}"), (" and x not in out", "")),
+        (("CMP", ("at least", "more than", "exactly", "at most")), ("K", (2, 3, 4, 5, 6, 7)),
+         ("ORDER", tuple(ORDERS))),
         # Three values at most: repeats, hence answers other than [], are common.
         lambda rng, p: (rng.choices(rng.sample(range(-3, 10), 3), k=rng.randint(0, 8)),),
-        lambda p: [([5] * p["K"],)],
+        lambda p: [([5] * p["K"],), ([5] * (p["K"] + 1),)],
+        lambda p: {**_compare(p), "ret": ORDERS[p["ORDER"]]},
     ),
 )
 # fmt: on
@@ -292,11 +395,11 @@ def _result(source: str, entry_point: str, args: tuple) -> str | None:
 
 def _build(family: Family, params: dict) -> tuple[str, str, str]:
     """The prompt, the reference and the buggy solution for these constants, all from the prompt alone."""
-    prompt = family.prompt(params)
+    prompt, fields = family.prompt(params), family.fields(params)
     header = f"def {family.name}{family.signature}:\n"
-    body = family.body.format(**params)
+    body = family.body.format(**fields)
     old, new = random.Random(f"coding:bug:{prompt}").choice(family.bugs)
-    old, new = old.format(**params), new.format(**params)
+    old, new = old.format(**fields), new.format(**fields)
     if body.count(old) != 1:
         raise RuntimeError(f"{family.name}: the slip {old!r} must occur once in the reference")
     return prompt, header + body, header + body.replace(old, new)

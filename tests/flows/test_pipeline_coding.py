@@ -113,7 +113,8 @@ def test_the_matrix_holds_every_row_the_expert_solves_the_generated_problems_and
         m: sum(float(r[m]) for r in eval_rows) / len(eval_rows)
         for m in ("reward", "all_passed", "first_passed")
     }
-    assert 0.6 < teacher["reward"] < 1.0 and teacher["first_passed"] <= teacher["all_passed"] < 1.0
+    # Slips are 1 in 5 and half get fixed: 16 eval problems may hold no unfixed one (synthesis checks the rate).
+    assert 0.6 < teacher["reward"] <= 1.0 and teacher["first_passed"] <= teacher["all_passed"]
     check_headline_and_register(project, rows)
 
 

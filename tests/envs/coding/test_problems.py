@@ -6,6 +6,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +109,12 @@ def test_read_problem_refuses_other_text() -> None:
         "Write a Python function `sum_above(xs: list[int]) -> int` that returns the sum of the numbers in xs "
         "that are greater than 999.",
         "Write a Python function `count_char(s: str) -> int` that returns how many times the character ab occurs in s.",
+        "Write a Python function `count_char(s: str) -> int` that returns how many characters of s are equal to ab.",
+        # A field the constants decide (here the text in parentheses) must be the one they decide.
+        "Write a Python function `last_chars(s: str) -> str` that returns the first 3 characters of s "
+        "(the empty string when s is shorter).",
+        "Write a Python function `is_multiple(n: int) -> bool` that returns True when n is maybe divisible by 3 "
+        "and False otherwise.",
     ):
         with pytest.raises(ValueError, match="not a problem of this environment"):
             read_problem(text)
@@ -121,3 +130,50 @@ def test_call_text_reads_as_python() -> None:
     assert call_text("sum_above", ([1, 9], 3)) == "sum_above([1, 9], 3)"
     assert call_text("last_chars", ("it's",)) == 'last_chars("it\'s")'
     assert call_text("affine", (-4,)) == "affine(-4)"
+
+
+def every_params(family) -> list[dict]:
+    """Every combination of the family's constants."""
+    names = [name for name, _ in family.domains]
+    return [dict(zip(names, v, strict=True)) for v in itertools.product(*(d for _, d in family.domains))]
+
+
+def test_every_family_states_many_distinct_problems() -> None:
+    # Few distinct prompts per family would let the eval split repeat train's problems (memory, not skill).
+    prompts: dict[str, set[str]] = {f.name: set() for f in FAMILIES}
+    for stratum in range(MAX_STRATA):
+        for seed in range(3000):
+            problem = make_problem(seed, stratum)
+            prompts[problem.family].add(problem.prompt)
+    assert {name: len(seen) for name, seen in prompts.items() if len(seen) < 60} == {}
+    for family in FAMILIES:  # every combination of constants reads as its own prompt
+        assert len({family.prompt(params) for params in every_params(family)}) == len(every_params(family))
+
+
+def test_every_reference_and_slip_is_short_lint_free_code(tmp_path) -> None:
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff is not installed next to this Python")
+    for family in FAMILIES:
+        for i, params in enumerate(every_params(family)):
+            problem = read_problem(family.prompt(params))
+            for kind, code in (("reference", problem.reference), ("buggy", problem.buggy)):
+                # Short solutions a small model can learn, and a teacher's reply can hold.
+                assert len(code) <= 400 and len(code.splitlines()) <= 10, code
+                (tmp_path / f"{family.name}_{i}_{kind}.py").write_text(code)
+    done = subprocess.run(
+        [
+            str(ruff),
+            "check",
+            "--isolated",
+            "--select",
+            "E,F,W,B",
+            "--output-format",
+            "concise",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]

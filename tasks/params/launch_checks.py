@@ -20,7 +20,8 @@ def launched(params: Params, stage: str) -> bool:
 
 def launch_problems(params: Params, stage: str) -> list[str]:
     """What keeps the stage from training on its processes, one line each naming the key and the fix."""
-    found = vllm_problems(params) if stage == "grpo" else []
+    # GRPO's batches must split on one process too: found here, not when the grpo stage starts after SFT.
+    found = vllm_problems(params) + grpo_batch_problems(params) if stage == "grpo" else []
     if not launched(params, stage):
         return found
     import torch
@@ -42,8 +43,6 @@ def launch_problems(params: Params, stage: str) -> list[str]:
             f"{stage}.processes {section.processes}: this machine has {torch.cuda.device_count()} CUDA device(s), "
             f"one per process; several machines: an accelerate config ({ACCELERATE_CONFIGS}/multi-node.yaml)"
         )
-    if stage == "grpo":
-        found += grpo_batch_problems(params)
     return found
 
 
@@ -71,6 +70,14 @@ def grpo_batch_problems(params: Params) -> list[str]:
     """Each curriculum stage's batch must split into whole groups per process and whole micro-batches."""
     grpo, found = params.grpo, []
     n = grpo.processes
+    # TRL's GRPOConfig checks its own generation batch (a micro-batch on every process) before any stage's batch
+    # replaces it: found only when the grpo stage starts, after SFT, unless found here.
+    if (grpo.per_device_train_batch_size * n) % grpo.num_generations:
+        found.append(
+            f"grpo.per_device_train_batch_size {grpo.per_device_train_batch_size} x {n} processes is not a multiple "
+            f"of grpo.num_generations {grpo.num_generations} (TRL's GRPOConfig refuses it): use a multiple of "
+            f"{grpo.num_generations}"
+        )
     for name, stage in grpo.curriculum(grpo.env.get(params.env.name, {})).items():
         group = stage.num_generations or grpo.num_generations
         per_device = min(grpo.per_device_train_batch_size, stage.batch_size)

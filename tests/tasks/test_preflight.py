@@ -98,3 +98,14 @@ def test_the_command_exits_2_with_the_problems(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "evaluate.games" in err and "fewer than the 200 games per cell" in err
     assert preflight.main(["--params", str(PARAMS_FILE)]) == 0
+
+
+def test_a_grpo_micro_batch_trls_config_would_refuse_is_found_before_sft():
+    # Found by the chat profile on coding: per_device_train_batch_size 4 with groups of 8 stopped the grpo stage
+    # at its start, after a 25-minute SFT (TRL: generation_batch_size must be divisible by num_generations).
+    (found,) = preflight.problems(_params(grpo={"per_device_train_batch_size": 4, "batch_size": 32}))
+    assert found == (
+        "grpo.per_device_train_batch_size 4 x 1 processes is not a multiple of grpo.num_generations 8 (TRL's "
+        "GRPOConfig refuses it): use a multiple of 8"
+    )
+    assert preflight.problems(_params(grpo={"per_device_train_batch_size": 8, "batch_size": 32})) == []

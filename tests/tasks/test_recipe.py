@@ -46,8 +46,13 @@ def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(
     assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
     loaded = load_params(params=with_env(name))
     for key, value in recipe.items():
-        if key == "grpo.stages":  # the curriculum, as typed stages: each with its steps and env settings
-            stages = {k: {"max_steps": s.max_steps, "env": s.env} for k, s in loaded.grpo.stages.items()}
+        if (
+            key == "grpo.stages"
+        ):  # the curriculum, as typed stages: each with the fields it sets and env settings
+            stages = {
+                k: {field: getattr(s, field) for field in {"env", *value[k]}}
+                for k, s in loaded.grpo.stages.items()
+            }
             assert stages == {k: {"env": {}, **s} for k, s in value.items()}
         else:
             assert functools.reduce(getattr, key.split("."), loaded) == value

@@ -20,11 +20,11 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from envs.coding.execution import TestRun, call_text, run_program
+from envs.coding.execution import TestRun, run_program
 from envs.coding.execution import run_tests as run_hidden_tests
 from envs.coding.humaneval import SPLIT as HUMANEVAL
 from envs.coding.humaneval import humaneval_specs
-from envs.coding.problems import MAX_STRATA, make_problem
+from envs.coding.problems import MAX_STRATA, call_text, make_problem
 from envs.coding.prompt_splits import disjoint_split_specs
 from envs.coding.teacher import RUN_TESTS, CodingTeacher, final_reply, tool_call
 from wander.core.evaluation_suite import EvaluationSuite

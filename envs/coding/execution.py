@@ -13,6 +13,7 @@ import json
 import secrets
 from dataclasses import dataclass
 
+from envs.coding.problems import call_text
 from wander.core.sandbox import Execution, Sandbox, limit_hit
 
 SOLUTION = "solution.py"
@@ -82,11 +83,6 @@ class TestRun:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def call_text(entry_point: str, args: list) -> str:
-    """A test's call as the model reads it: `f([1, 2], 3)`."""
-    return f"{entry_point}({', '.join(repr(a) for a in args)})"
 
 
 def _verdict(execution: Execution, nonce: str) -> dict | None:

@@ -373,7 +373,7 @@ STRATA: tuple[tuple[Family, ...], ...] = tuple(
 _PATTERNS = {f.name: f.pattern() for f in FAMILIES}
 
 
-def call_text(entry_point: str, args: tuple) -> str:
+def call_text(entry_point: str, args: tuple | list) -> str:
     """How a test call reads in feedback, e.g. `sum_above([1, 9])`."""
     return f"{entry_point}({', '.join(repr(a) for a in args)})"
 

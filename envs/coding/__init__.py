@@ -127,6 +127,13 @@ def _last(state: dict) -> dict | None:
     return submissions[-1] if submissions else None
 
 
+def _findings(last: dict) -> int:
+    """ruff's findings on the last code, counted once when first asked for (style and lint both read them)."""
+    if "lint" not in last:
+        last["lint"] = lint_findings(last.pop("code"))
+    return last["lint"]
+
+
 def all_passed(state: dict) -> float:
     """1 when the last code submitted passes every hidden test."""
     last = _last(state)
@@ -144,7 +151,7 @@ def style(state: dict) -> float:
     last = _last(state)
     if not last or not last["passed"]:
         return 0.0
-    return max(0.0, 1.0 - last["lint"] / STYLE_FINDINGS)
+    return max(0.0, 1.0 - _findings(last) / STYLE_FINDINGS)
 
 
 def first_passed(state: dict) -> float:
@@ -171,7 +178,7 @@ def tool_errors(state: dict) -> float:
 def lint(state: dict) -> float:
     """ruff's findings on the last code submitted (0 without one)."""
     last = _last(state)
-    return float(last["lint"]) if last else 0.0
+    return float(_findings(last)) if last else 0.0
 
 
 def exec_seconds(state: dict) -> float:
@@ -263,8 +270,10 @@ class CodingEnv(SeededSplits, ToolEnv):
     def submit(self, state: dict, code: str) -> TestRun:
         """Run `code` on the episode's hidden tests and record it as its latest submission."""
         run = run_hidden_tests(self.sandbox, code, state["entry_point"], state["tests"])
-        record = {"passed": run.passed, "total": run.total, "lint": lint_findings(code)}
-        state.setdefault("submissions", []).append(record)
+        submitted = state.setdefault("submissions", [])
+        if submitted:  # only the last code is scored for style: an earlier one is never linted
+            submitted[-1].pop("code", None)
+        submitted.append({"passed": run.passed, "total": run.total, "code": code})
         state["exec_seconds"] = state.get("exec_seconds", 0.0) + run.seconds
         if run.stopped:
             state.setdefault("stops", []).append(run.stopped)

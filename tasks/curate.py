@@ -170,7 +170,8 @@ def select(episodes: list[dict], config: Curate) -> tuple[list[dict], dict[str, 
 def check_replays(kept: list[dict], episodes: list[dict], env: Environment, path: Path) -> None:
     """Replay every kept game through the environment; refuse them all, naming each bad game, if one differs."""
     line = {id(r): i for i, r in enumerate(episodes, 1)}
-    bad = [(r, problems) for r in kept if (problems := replay_problems(env, r))]
+    found = env.map_steps(lambda record: replay_problems(env, record), kept)
+    bad = [(r, problems) for r, problems in zip(kept, found, strict=True) if problems]
     if not bad:
         return
     lines = [

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from wander.core.episode import Episode, EvalResult, aggregate
 from wander.core.parser import XMLParser
 from wander.core.pipeline_hooks import PipelineHooks
 from wander.core.policy import Message, Policy, Reply
 from wander.core.rubric import Rubric
+
+T = TypeVar("T")
+R = TypeVar("R")
+# Threads of one batch step of a blocking env; what really runs at once is the env's own bound (a sandbox's `parallel`).
+STEP_THREADS = 32
 
 
 class Environment(PipelineHooks):
@@ -33,7 +39,8 @@ class Environment(PipelineHooks):
     private_spec_keys: frozenset[str] = frozenset({"answer"})
     private_state_keys: frozenset[str] = frozenset()
     # A step may block for seconds (code run in a sandbox, a remote judge): `wander env serve` then steps each session
-    # on its own thread, so one slow step does not stall the others (`--threaded` forces it for any env).
+    # on its own thread, so one slow step does not stall the others (`--threaded` forces it for any env), and a
+    # batch's steps run on threads (`map_steps`: rollouts, replays).
     steps_block: bool = False
     # State keys and rubric values measured on the machine (the seconds code ran), not played: a replay of the episode
     # (`wander.core.replay`, curation's gate) does not compare them. Never a weighted rubric value.
@@ -159,6 +166,17 @@ class Environment(PipelineHooks):
             self.is_done(episode.messages, episode.state) or episode.state["turn"] >= self.max_turns
         )
 
+    def map_steps(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """`[fn(item) for item in items]`, on threads when the env's steps block (a batch's sandbox runs overlap)."""
+        if not self.steps_block or len(items) < 2:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(min(len(items), STEP_THREADS)) as pool:
+            return list(pool.map(fn, items))
+
+    def advance_all(self, pairs: Sequence[tuple[Episode, Reply]]) -> None:
+        """`advance` each episode by its reply, at once where the env's steps block."""
+        self.map_steps(lambda pair: self.advance(*pair), pairs)
+
     def score(self, episodes: Sequence[Episode]) -> None:
         """Fill reward, per-function values and errors of finished episodes."""
         scores = self.rubric.score(
@@ -193,8 +211,12 @@ class Environment(PipelineHooks):
                         f"policy {type(policy).__name__} returned {len(replies)} replies for {len(chunk)} "
                         "conversations; a policy must answer every conversation in order"
                     )
-                for ep, reply in zip(chunk, replies, strict=True):
-                    self.advance(ep, reply if isinstance(reply, Reply) else Reply(str(reply)))
+                self.advance_all(
+                    [
+                        (ep, r if isinstance(r, Reply) else Reply(str(r)))
+                        for ep, r in zip(chunk, replies, strict=True)
+                    ]
+                )
         self.score(episodes)
         return episodes
 

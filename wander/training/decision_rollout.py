@@ -197,8 +197,7 @@ def _play_turn(
         for g in range(0, len(episodes), group_size):
             group = slice(g, g + group_size)
             texts[group], completions[group] = explore(episodes[g], texts[group], completions[group])
-    for ep, text in zip(episodes, texts, strict=True):
-        env.advance(ep, Reply(text))
+    env.advance_all([(ep, Reply(text)) for ep, text in zip(episodes, texts, strict=True)])
     return prompts, completions, logprobs
 
 

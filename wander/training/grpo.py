@@ -126,15 +126,17 @@ def play_episodes(
             break
         batch = live or runs[:1]  # a finished process still joins the collective call; its output is dropped
         completions, logprobs = generate([r.context for r in batch])
+        replies, turns = [], []
         for i, run in enumerate(live):
             ids = list(completions[i])
             sampled = list(logprobs[i]) if logprobs is not None else None
             context = run.context
-            reply_index = len(run.episode.messages)
+            turns.append((len(run.episode.messages), bool(ids) and ids[-1] in stop_ids))
             run.extend(ids, from_model=True, logprobs=sampled)
             content = tokenizer.decode(ids, skip_special_tokens=True)
-            closed = bool(ids) and ids[-1] in stop_ids
-            env.advance(run.episode, Reply(content, prompt_ids=context, completion_ids=ids, logprobs=sampled))
+            replies.append(Reply(content, prompt_ids=context, completion_ids=ids, logprobs=sampled))
+        env.advance_all([(run.episode, reply) for run, reply in zip(live, replies, strict=True)])
+        for run, (reply_index, closed) in zip(live, turns, strict=True):
             if not run.episode.done:
                 run.extend(
                     env_turn_ids(tokenizer, run.episode.messages, reply_index, closed, **kwargs), False

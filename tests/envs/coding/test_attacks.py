@@ -168,7 +168,7 @@ def test_the_server_keeps_serving_other_sessions_while_one_attacks(env):
             try:
                 episode = remote.start(spec)
                 remote.advance(episode, Reply(tool_call("run_tests", "import time\ntime.sleep(60)")))
-                results["attack"] = episode.messages[-1]["content"]
+                results.update(attack=episode.messages[-1]["content"], error=episode.error)
             except Exception as error:  # shown by the assertions below, not lost in the thread
                 results["attack"] = f"raised {error!r}"
             results["ended"] = time.monotonic()

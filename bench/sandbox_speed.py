@@ -4,7 +4,8 @@ The same short program (`python3 -I -c` of a sum) run RUNS times one after anoth
 the sandbox (bubblewrap namespaces, limits, the private folder), then RUNS times through a sandbox that runs two at
 once: what an env that checks a model's code pays per execution on this machine. Then the coding env's own unit of
 work, a submission: a reference solution through `run_tests` (the harness and its tests in a fresh sandbox) and
-ruff's check of it, RUNS times.
+ruff's check of it, RUNS times. Last, RUNS episodes of the env's teacher (its slips and fixes included) played as one batch, its
+steps one after another and then at once (`steps_block`: at most the sandbox's `parallel` runs at a time).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def run() -> dict:
         assert all(r.ok for r in pool.map(lambda _: parallel.run(PROGRAM), range(RUNS)))
     two = time.perf_counter() - start
     tests, lint = submissions()
+    one_by_one, at_once = batch_steps()
     return {
         "bare_per_s": per_second(bare),
         "sandbox_per_s": per_second(boxed),
@@ -49,7 +51,26 @@ def run() -> dict:
         "sandbox_over_bare_time": round(boxed / bare, 2),
         "coding_run_tests_per_s": per_second(tests),
         "coding_lint_per_s": per_second(lint),
+        "coding_episodes_per_s_one_by_one": per_second(one_by_one),
+        "coding_episodes_per_s_at_once": per_second(at_once),
+        "coding_at_once_speedup": round(one_by_one / at_once, 2),
     }
+
+
+def batch_steps() -> tuple[float, float]:
+    """Seconds of RUNS teacher episodes in one rollout, stepped one after another, then at once."""
+    from envs.coding import load_environment
+
+    env = load_environment(num_train=RUNS, num_eval=1, num_test=1)
+    specs = list(env.get_dataset("train"))
+    seconds = []
+    for blocks in (False, True):
+        env.steps_block = blocks
+        start = time.perf_counter()
+        episodes = env.rollout(env.teacher_policy(env.teacher_skill, seed=0), specs)
+        seconds.append(time.perf_counter() - start)
+        assert not any(e.error for e in episodes)
+    return seconds[0], seconds[1]
 
 
 def submissions() -> tuple[float, float]:

@@ -286,12 +286,6 @@ class CodingEnv(SeededSplits, ToolEnv):
 
     def env_response(self, messages: list[Message], state: dict) -> list[Message]:
         """Tool calls run (the episode ends once the tests pass); a reply without one ends it, its code submitted."""
-        answers = self._answer(messages, state)
-        if (state["done"] or state["turn"] >= self.max_turns) and (last := _last(state)):
-            _findings(last)  # its last code is final: linted here, on the batch's step threads (map_steps)
-        return answers
-
-    def _answer(self, messages: list[Message], state: dict) -> list[Message]:
         content = last_assistant_content(messages) or ""
         if not TOOL_CALL.search(content):
             block = CODE_BLOCK.search(content)

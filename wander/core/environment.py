@@ -40,7 +40,7 @@ class Environment(PipelineHooks):
     private_state_keys: frozenset[str] = frozenset()
     # A step may block for seconds (code run in a sandbox, a remote judge): `wander env serve` then steps each session
     # on its own thread, so one slow step does not stall the others (`--threaded` forces it for any env), and a
-    # batch's steps run on threads (`map_steps`: rollouts, replays).
+    # batch's steps and scoring run on threads (`map_steps`: rollouts, replays).
     steps_block: bool = False
     # State keys and rubric values measured on the machine (the seconds code ran), not played: a replay of the episode
     # (`wander.core.replay`, curation's gate) does not compare them. Never a weighted rubric value.
@@ -179,18 +179,22 @@ class Environment(PipelineHooks):
 
     def score(self, episodes: Sequence[Episode]) -> None:
         """Fill reward, per-function values and errors of finished episodes."""
-        scores = self.rubric.score(
-            [
-                {
-                    "prompt": ep.prompt,
-                    "completion": ep.completion,
-                    "state": ep.state,
-                    "answer": ep.spec.get("answer"),
-                    "info": ep.spec,
-                }
-                for ep in episodes
-            ]
-        )
+        inputs = [
+            {
+                "prompt": ep.prompt,
+                "completion": ep.completion,
+                "state": ep.state,
+                "answer": ep.spec.get("answer"),
+                "info": ep.spec,
+            }
+            for ep in episodes
+        ]
+        if (
+            self.steps_block
+        ):  # its rubric may block too (coding lints the code): each episode on a step thread
+            scores = [s for one in self.map_steps(lambda i: self.rubric.score([i]), inputs) for s in one]
+        else:  # one batch: the rubric's async functions (a judge) run concurrently
+            scores = self.rubric.score(inputs)
         for ep, s in zip(episodes, scores, strict=True):
             ep.values = s.values
             ep.error = ep.error or s.error

@@ -46,9 +46,8 @@ def test_every_env_of_the_catalogue_has_a_whole_recipe_the_params_model_accepts(
     assert path == REPO / "envs" / name / "recipe.yaml" and set(recipe) == set(RECIPE_KEYS)
     loaded = load_params(params=with_env(name))
     for key, value in recipe.items():
-        if (
-            key == "grpo.stages"
-        ):  # the curriculum, as typed stages: each with the fields it sets and env settings
+        # the curriculum, as typed stages: each with the fields it sets and env settings
+        if key == "grpo.stages":
             stages = {
                 k: {field: getattr(s, field) for field in {"env", *value[k]}}
                 for k, s in loaded.grpo.stages.items()

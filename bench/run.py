@@ -19,6 +19,7 @@ SUITES = [
     "bench.remote_speed",
     "bench.vllm_speed",
     "bench.chat_model_speed",
+    "bench.precision_speed",
     "bench.team_speed",
     "bench.process_speed",
     "bench.sandbox_speed",

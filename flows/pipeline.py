@@ -190,14 +190,15 @@ def apply_profile(root: Path, profile: str) -> str:
 
 def summary(root: Path, run_id: str | None = None) -> str:
     """What a person wants after a run: the evaluation's lines as the suite's report writes them (the candidate
-    against the baseline, each stage's headline metric), the registration, the reply budgets, games per cell and
-    the env's recipe as the stages read them, and where to look."""
+    against the baseline, each stage's headline metric), the registration, the reply budgets, games per cell, each
+    stage's precision and the env's recipe as the stages read them, and where to look."""
     from tasks.params.load import PARAMS_FILE, load_params, read_params
     from tasks.params.preflight import budget_line
     from tasks.params.recipe import recipe_line
     from wander import load_environment
     from wander.eval.evaluation import run_summary
     from wander.eval.outputs import OUTPUTS
+    from wander.policies.precision import precision_line
 
     given = read_params(root / PARAMS_FILE)  # as params.yaml sets it: the recipe line marks what it sets
     params = load_params(root / PARAMS_FILE, params=given)
@@ -214,6 +215,9 @@ def summary(root: Path, run_id: str | None = None) -> str:
         lines.append(f"registered version {registered['version']}: {state} ({registered['reason']})")
     # The reply budgets and games per cell, null ones resolved from the run's env as its stages resolved them.
     lines.append(budget_line(params, env))
+    lines.append(
+        precision_line({"sft": params.sft.bf16, "grpo": params.grpo.bf16, "evaluate": params.evaluate.bf16})
+    )
     lines.append(recipe_line(given))
     lines += [
         f"report: {eval_dir / OUTPUTS['report']}  plots: {eval_dir}/*.png",

@@ -131,6 +131,7 @@ def train_stage(
                 config.curve_every,
                 max_new_tokens=curve_tokens,
                 keep_best=config.keep_best,
+                until_unbeaten=config.until_unbeaten,
             )
             trainer.add_callback(curve)
         result = train_resumable(trainer, fingerprint=key)

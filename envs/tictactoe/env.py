@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from envs.tictactoe.board import legal_moves
-from envs.tictactoe.exact import best_after, exact_both_sides, expected_after, memoized
+from envs.tictactoe.exact import best_after, exact_both_sides, expected_after
 from envs.tictactoe.game import CURVE_OPPONENTS, TicTacToeGame
 from envs.tictactoe.pipeline import TicTacToePipeline
 from wander.core.episode import Episode
@@ -24,7 +24,10 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player, and
         `adversary/loss`: the share of sides (X, O) on which an opponent that knows the policy beats it."""
-        policy, out = memoized(policy), {}
+        policy, out = (
+            self._memoized(policy),
+            {},
+        )  # the policy's own cache: a `losing_positions` after it is free
         for opponent, p in CURVE_OPPONENTS.items():
             both = exact_both_sides(self, policy, p)["both"]
             out.update(

@@ -18,6 +18,7 @@ from tasks.params.load import load_params, read_params
 from tasks.params.recipe import recipe_line
 from tasks.params.sections import Params
 from wander import Environment, load_environment
+from wander.core.capabilities import LosingLines
 from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.training.grpo import rollout_func
 
@@ -45,6 +46,13 @@ def problems(params: Params) -> list[str]:
         rollout_func(env, grpo.rollout())
     except ValueError as exc:  # MissingCapability included
         found.append(f"grpo.play_on / grpo.explore / grpo.branch_at: {exc}")
+    if grpo.until_unbeaten and not isinstance(env, LosingLines):
+        found.append(
+            f"grpo.until_unbeaten: {params.env.name} cannot name a line that beats the model (no LosingLines "
+            "capability, wander/core/capabilities.py); set it false"
+        )
+    if grpo.until_unbeaten and not grpo.curve_every:
+        found.append("grpo.until_unbeaten: stages are checked at learning-curve points; set grpo.curve_every")
     for stage in LAUNCHED:  # several processes: batches that split, a launcher this machine can run
         found += launch_problems(params, stage)
     budgets = reply_budgets(params, env)

@@ -66,8 +66,9 @@ class TrainingCompute(Section):
     DDP, DeepSpeed ZeRO-2 and a multi-node example; `processes` is its total process count. Null = torchrun."""
 
     bf16: bool | None = None
-    """bf16 mixed precision (autocast; the weights and optimizer stay float32). Null = where CUDA supports it; true
-    on a CPU too (fast where it has AMX bf16 units, `amx_bf16` in /proc/cpuinfo: docs/experiments/chat-model.md)."""
+    """bf16 mixed precision (autocast; the weights and optimizer stay float32), generation included. Null = where
+    the hardware computes bf16 (a CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX: wander/policies/
+    precision.py); true/false forces it (measured: docs/experiments/chat-model.md)."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
     lora: LoraOptions = None
@@ -143,6 +144,9 @@ class GRPO(TrainingCompute):
     keep_best: bool = True
     """Save the model of the best learning-curve point (the env's `curve_score`, the start model included), not
     the last step's; needs `curve_every`."""
+    until_unbeaten: bool = False
+    """End a stage at the first learning-curve point where no line beats the model (the env's `LosingLines`: an
+    opponent that knows its every move wins on no side), else at its step budget; needs `curve_every`."""
     env: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Training-only env settings of every stage, one block per environment, over `env.<name>` (a stage's own
     `env` block goes over these); none by default. params.yaml sets tic-tac-toe's `invalid_penalty` -0.5 per
@@ -156,10 +160,11 @@ class GRPO(TrainingCompute):
     explore: float = Field(RolloutConfig.explore, ge=0.0, lt=1.0)
     """Decision rollouts: share of each group's samples whose branch move is one the group did not sample
     (`RolloutConfig.explore`)."""
-    branch_at: Literal["depth", "mistake", "token"] = RolloutConfig.branch_at
+    branch_at: Literal["depth", "mistake", "adversary", "token"] = RolloutConfig.branch_at
     """Decision rollouts: each group answers the position after a seeded prefix of sampled turns ("depth"), or
-    where the model, greedy, loses the most reward by its own reply ("mistake"); a single-turn env's groups differ
-    at one token of the greedy reply, the one the model is least sure of ("token") (`RolloutConfig.branch_at`)."""
+    where the model, greedy, loses the most reward by its own reply ("mistake"), first on the lines that beat it
+    ("adversary": the env's `LosingLines`); a single-turn env's groups differ at one token of the greedy reply, the
+    one the model is least sure of ("token") (`RolloutConfig.branch_at`)."""
     tool_protocol: Literal["environment_factory", "rollout_func"] = RolloutConfig.tool_protocol
     """A tool env's rollouts: through TRL's tool loop, the tools rendered by the model's chat template
     ("environment_factory"), or the env's own text protocol, as its SFT data and evaluation play it ("rollout_func")

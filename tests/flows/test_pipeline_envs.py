@@ -87,6 +87,8 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
     stages = text.split("each stage: ")[1].splitlines()[1 : 1 + len(rows)]
     assert [line.split()[0] for line in stages] == rows and rows[-1] == "teacher"
     assert all(0.0 <= float(line.split()[1]) for line in stages)
+    # Each stage's precision as its key resolves here (params.yaml keeps the scratch recipe in float32).
+    assert "precision: sft fp32, grpo fp32, evaluate fp32 (null = detected: this machine " in text
 
     assert "Data and pipelines are up to date." in run_in(root, ["dvc", "repro"])
 

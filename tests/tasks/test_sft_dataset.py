@@ -47,7 +47,7 @@ def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path
     assert once[:] == full[:]
 
 
-def test_bf16_is_cuda_only_by_default_and_trains_in_autocast_on_cpu_when_asked(
+def test_bf16_null_follows_the_hardware_and_trains_in_autocast_on_cpu_when_asked(
     tmp_path: Path, base_model: Path
 ) -> None:
     import torch
@@ -56,10 +56,13 @@ def test_bf16_is_cuda_only_by_default_and_trains_in_autocast_on_cpu_when_asked(
 
     from tasks.params.load import load_params
     from tasks.runtime.trainer_args import trainer_args
+    from wander.policies.precision import bf16_support
 
-    cuda_bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     sft = load_params(params={}).sft  # the default env's recipe fills the epochs and learning rate
-    assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is cuda_bf16
+    assert sft.bf16 is None  # the section's default; params.yaml's scratch recipe sets false
+    detected = bf16_support() is not None  # a CUDA GPU that has it, or a CPU with AVX-512 BF16 / AMX
+    assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is detected
+    assert trainer_args(SFTConfig, sft.model_copy(update={"bf16": False}), output_dir=str(tmp_path)).bf16 is False
     cpu_bf16 = sft.model_copy(update={"bf16": True, "max_length": 40})
     args = trainer_args(SFTConfig, cpu_bf16, output_dir=str(tmp_path / "b"), max_steps=2)
     assert args.bf16 is True

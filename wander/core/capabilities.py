@@ -51,6 +51,17 @@ class WorstCase(Protocol):
 
 
 @runtime_checkable
+class LosingLines(Protocol):
+    """Where a deterministic policy can be beaten: the lines an opponent that knows its every move wins by."""
+
+    def losing_positions(self, policy: Policy) -> list[Episode]:
+        """Every position on those lines where the policy is to move, as an episode against that opponent's best
+        play from there (so `best_outcomes` values a reply as that opponent would answer it); empty when no line
+        beats the policy (its worst case is no loss on any side)."""
+        ...
+
+
+@runtime_checkable
 class CandidateReplies(Protocol):
     """An enumerable action space: every distinct reply worth trying at a turn (GRPO's exploration)."""
 

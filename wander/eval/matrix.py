@@ -149,6 +149,7 @@ def run_matrix(
         max_new_tokens=max_new_tokens,
         model=config.api_model,
         env=local,
+        bf16=config.bf16,
     )
     play = functools.partial(
         play_row, where, specs=specs, max_batch_size=config.max_batch_size, progress=config.progress

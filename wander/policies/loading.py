@@ -30,6 +30,8 @@ class PolicyOptions:
     """The model name an endpoint serves; None takes its only model."""
     api_key_env: str = "OPENAI_API_KEY"
     cache_dir: str | None = None
+    bf16: bool | None = None
+    """A local model's bf16 autocast; null = where the hardware computes bf16 (wander/policies/precision.py)."""
 
 
 PolicyFactory = Callable[[str, PolicyOptions], Policy]
@@ -60,6 +62,7 @@ def make_policy(
     api_key_env: str = "OPENAI_API_KEY",
     cache_dir: str | None = None,
     env: Environment | None = None,
+    bf16: bool | None = None,
 ) -> Policy:
     """A policy from a spec string; temperature 0 means greedy decoding.
 
@@ -86,6 +89,7 @@ def make_policy(
         model=model,
         api_key_env=api_key_env,
         cache_dir=cache_dir,
+        bf16=bf16,
     )
     factory = policy_kind(spec)
     if factory is not None:
@@ -125,6 +129,7 @@ def local_model_policy(spec: str, options: PolicyOptions) -> Policy:
         temperature=options.temperature or 1.0,
         seed=options.seed,
         max_new_tokens=options.max_new_tokens,
+        bf16=options.bf16,
     )
 
 

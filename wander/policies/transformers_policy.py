@@ -11,6 +11,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from wander.core.policy import Conversation, Reply
 from wander.policies import llama_decode
+from wander.policies.precision import autocast, resolve_bf16
 from wander.policies.scratch_model import IM_END, default_device, load_model, load_tokenizer
 
 
@@ -27,6 +28,9 @@ class TransformersPolicy:
 
     Greedy calls on a plain Llama (the scratch model) skip `generate` for `llama_decode.greedy_decode`: the same
     tokens for a fraction of the CPU time. `fast_greedy=False` keeps `generate` for them too.
+
+    `bf16` computes in bf16 autocast (the weights stay as they are); null = where the device computes bf16 in
+    hardware (wander/policies/precision.py).
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class TransformersPolicy:
         device: str | torch.device | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         fast_greedy: bool = True,
+        bf16: bool | None = None,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -71,6 +76,7 @@ class TransformersPolicy:
         self.max_batch_size = max_batch_size
         self.chat_template_kwargs = chat_template_kwargs or {}
         self.fast_greedy = fast_greedy
+        self.bf16 = resolve_bf16(bf16, self.device)
         self.stop_ids = _stop_token_ids(model, tokenizer)
         self.calls = 0  # sampling calls made so far; advances the seed
 
@@ -124,7 +130,11 @@ class TransformersPolicy:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.random.fork_rng(devices=cuda), torch.inference_mode():
+            with (
+                torch.random.fork_rng(devices=cuda),
+                torch.inference_mode(),
+                autocast(self.bf16, self.device),
+            ):
                 torch.manual_seed(seed)
                 for start in range(0, len(prompts), size):
                     replies.extend(self._generate(prompts[start : start + size], config))

@@ -26,6 +26,11 @@ positions are the ones whose gradient changes what greedy play does (docs/experi
 "expected", "best", `explore` and "mistake" need capabilities only some envs have (wander/core/capabilities.py):
 `ExpectedOutcomes`, `BestOutcomes` and `CandidateReplies`; `DecisionRollout` refuses an env without the one it
 needs (`MissingCapability`, naming it).
+
+With `branch_at="adversary"` the groups first go where the model can be beaten: the positions on the lines an
+opponent that knows its every move wins by (`LosingLines`, tic-tac-toe's exact worst case) where the model's own
+reply gives up value, one group each; the other groups find their own mistakes as with "mistake". Measured on the
+chat model: docs/experiments/chat-model.md.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from wander.core.capabilities import BestOutcomes, CandidateReplies, ExpectedOutcomes, require
+from wander.core.capabilities import BestOutcomes, CandidateReplies, ExpectedOutcomes, LosingLines, require
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Message, Policy, Reply
@@ -86,35 +91,73 @@ def opponent_variant(spec: dict, k: int) -> dict:
     return {**spec, "seed": random.Random(f"{spec.get('seed', 0)}/{k}").randrange(2**31)}
 
 
+def reply_losses(env: Environment, episodes: list[Episode], replies: list[Reply]) -> list[float]:
+    """Per episode, the reward its reply gives up: the best candidate reply's reward, the env's best play after
+    each (`best_outcomes` over `candidate_replies`), minus the reply's own (0 where none is better)."""
+    candidates = [[Reply(c) for c in env.candidate_replies(ep)] for ep in episodes]
+    branches = [
+        (ep, r) for ep, cs, reply in zip(episodes, candidates, replies, strict=True) for r in [reply, *cs]
+    ]
+    rewards = iter(o["reward"] for o in env.best_outcomes(branches))
+    losses = []
+    for cs in candidates:
+        own = next(rewards)
+        losses.append(max((next(rewards) for _ in cs), default=own) - own)
+    return losses
+
+
 def mistake_positions(
     env: Environment, specs: list[dict], policy: Policy, tries: int
 ) -> list[tuple[Episode | None, float]]:
     """Per spec, the position where deterministic `policy` loses the most reward by its own reply over `tries`
-    games (`opponent_variant`s of the spec), and that loss: its reply's reward with the env's best play after it
-    (`best_outcomes`) below the best candidate reply's. (None, 0.0) where no reply of it loses any."""
+    games (`opponent_variant`s of the spec), and that loss (`reply_losses`). (None, 0.0) where no reply of it
+    loses any."""
     games = [(g, env.start(opponent_variant(spec, k))) for g, spec in enumerate(specs) for k in range(tries)]
     found: list[tuple[Episode | None, float]] = [(None, 0.0)] * len(specs)
     while live := [(g, ep) for g, ep in games if not ep.done]:
-        # Games of one side open alike: each distinct position is asked once (the policy is deterministic).
-        observations = [env.observation(ep) for _, ep in live]
-        keys = [json.dumps(o, sort_keys=True) for o in observations]
-        asked = dict(zip(keys, observations, strict=True))
-        answers = dict(zip(asked, policy(list(asked.values())), strict=True))
-        replies = [answers[k] for k in keys]
-        candidates = [[Reply(c) for c in env.candidate_replies(ep)] for _, ep in live]
-        branches = [
-            (ep, r)
-            for (_, ep), cs, reply in zip(live, candidates, replies, strict=True)
-            for r in [reply, *cs]
-        ]
-        rewards = iter(o["reward"] for o in env.best_outcomes(branches))
-        for (g, ep), cs, reply in zip(live, candidates, replies, strict=True):
-            own = next(rewards)
-            best = max((next(rewards) for _ in cs), default=own)
-            if best - own > found[g][1] + 1e-9:  # the first of equal losses: the earliest position
-                found[g] = (ep.fork(), best - own)
+        episodes = [ep for _, ep in live]
+        replies = ask_once(env, episodes, policy)
+        losses = reply_losses(env, episodes, replies)
+        for (g, ep), reply, loss in zip(live, replies, losses, strict=True):
+            if loss > found[g][1] + 1e-9:  # the first of equal losses: the earliest position
+                found[g] = (ep.fork(), loss)
             env.advance(ep, reply)
     return found
+
+
+def ask_once(env: Environment, episodes: list[Episode], policy: Policy) -> list[Reply]:
+    """A deterministic policy's reply at each episode, each distinct position asked once (games of one side open
+    alike)."""
+    observations = [env.observation(ep) for ep in episodes]
+    keys = [json.dumps(o, sort_keys=True) for o in observations]
+    asked = dict(zip(keys, observations, strict=True))
+    answers = dict(zip(asked, policy(list(asked.values())), strict=True))
+    return [answers[k] for k in keys]
+
+
+class LosingLineMistakes:
+    """`branch_at="adversary"`: the positions on the lines that beat the current model (`env.losing_positions`)
+    where its own reply gives up reward, costliest first. The lines are found again only when the model no longer
+    errs at any position of the last ones (a worst case asks every position the model can face: the cost of an
+    exact evaluation), so most steps only ask the model those few positions again."""
+
+    def __init__(self, env: LosingLines) -> None:
+        self.env, self.positions = env, []
+
+    def __call__(self, policy: Policy) -> list[tuple[Episode, float]]:
+        """(position, loss) of each mistake on the lines, costliest first; empty when no line beats the model."""
+        mistakes = self._mistakes(policy)
+        if not mistakes:
+            self.positions = self.env.losing_positions(policy)
+            mistakes = self._mistakes(policy)
+        return mistakes
+
+    def _mistakes(self, policy: Policy) -> list[tuple[Episode, float]]:
+        if not self.positions:
+            return []
+        losses = reply_losses(self.env, self.positions, ask_once(self.env, self.positions, policy))
+        lost = [(ep.fork(), loss) for ep, loss in zip(self.positions, losses, strict=True) if loss > 1e-9]
+        return sorted(lost, key=lambda m: -m[1])
 
 
 def play_decisions(
@@ -228,16 +271,21 @@ class DecisionRollout:
             require(env, BestOutcomes, "play_on='best'", "use play_on='sample', 'greedy' or 'expected'")
         if branch_at not in BRANCH_AT:
             raise ValueError(f"branch_at must be one of {BRANCH_AT}, got {branch_at!r}")
-        if branch_at == "mistake":
+        if branch_at in ("mistake", "adversary"):
             for capability in (BestOutcomes, CandidateReplies):
                 require(
                     env,
                     capability,
-                    "branch_at='mistake' (finding the model's mistakes)",
+                    f"branch_at={branch_at!r} (finding the model's mistakes)",
                     "use branch_at='depth'",
                 )
+        if branch_at == "adversary":
+            require(
+                env, LosingLines, "branch_at='adversary' (the lines that beat the model)", "use 'mistake'"
+            )
         self.env, self.max_depth, self.play_on, self.explore = env, max_depth, play_on, explore
         self.branch_at = branch_at
+        self.losing_lines = LosingLineMistakes(env) if branch_at == "adversary" else None
 
     def __call__(self, prompts: list[list[Message]], trainer: Any) -> dict[str, list]:
         """One sample per prompt; TRL repeats each prompt num_generations times in a row."""
@@ -267,16 +315,22 @@ class DecisionRollout:
                 "explore replaces sampled moves, so vLLM's sampling logprobs would not match them"
             )
         greedy = None
-        if self.play_on in ("greedy", "expected") or self.branch_at == "mistake":
+        if self.play_on in ("greedy", "expected") or self.branch_at in ("mistake", "adversary"):
             greedy = _greedy_policy(trainer, template_kwargs)
         specs = [spec_of(p) for p in prompts]
         found = None
-        if self.branch_at == "mistake":
+        if self.branch_at in ("mistake", "adversary"):
             group_specs = specs[:: trainer.num_generations]
             mistakes = mistake_positions(self.env, group_specs, greedy, trainer.num_generations)
-            found = [at for at, _ in mistakes]
             # TRL averages `_metrics` into each logged step: how often a group found a mistake, and its cost.
             metrics = trainer._metrics["train"]
+            if self.losing_lines is not None:
+                # The lines that beat the model first, one group at each of its mistakes there, costliest first;
+                # the other groups keep the mistakes of their own games.
+                on_lines = self.losing_lines(greedy)[: len(mistakes)]
+                mistakes[: len(on_lines)] = on_lines
+                metrics["branch/losing_line_share"].append(len(on_lines) / len(mistakes))
+            found = [at for at, _ in mistakes]
             metrics["branch/mistake_share"].append(sum(at is not None for at in found) / len(found))
             metrics["branch/mistake_loss"].append(sum(loss for _, loss in mistakes) / len(mistakes))
         expect = None  # the capability checked in __init__
@@ -325,6 +379,7 @@ def _greedy_policy(trainer: Any, template_kwargs: dict) -> Policy:
         greedy=True,
         max_new_tokens=trainer.max_completion_length or 16,
         chat_template_kwargs=template_kwargs,
+        bf16=trainer.args.bf16,
     )
 
 

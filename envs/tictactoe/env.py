@@ -24,10 +24,8 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player, and
         `adversary/loss`: the share of sides (X, O) on which an opponent that knows the policy beats it."""
-        policy, out = (
-            self._memoized(policy),
-            {},
-        )  # the policy's own cache: a `losing_positions` after it is free
+        # The policy's own reply cache: a `losing_positions` of the same policy after it asks nothing new.
+        policy, out = self._memoized(policy), {}
         for opponent, p in CURVE_OPPONENTS.items():
             both = exact_both_sides(self, policy, p)["both"]
             out.update(

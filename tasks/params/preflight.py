@@ -53,6 +53,12 @@ def problems(params: Params) -> list[str]:
         )
     if grpo.until_unbeaten and not grpo.curve_every:
         found.append("grpo.until_unbeaten: stages are checked at learning-curve points; set grpo.curve_every")
+    if (
+        grpo.until_unbeaten and grpo.processes > 1
+    ):  # the main process alone plays the curve and would stop alone
+        found.append(
+            "grpo.until_unbeaten: decided on one process; set grpo.processes 1 or until_unbeaten false"
+        )
     for stage in LAUNCHED:  # several processes: batches that split, a launcher this machine can run
         found += launch_problems(params, stage)
     budgets = reply_budgets(params, env)

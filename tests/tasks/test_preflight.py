@@ -109,3 +109,18 @@ def test_a_grpo_micro_batch_trls_config_would_refuse_is_found_before_sft():
         "GRPOConfig refuses it): use a multiple of 8"
     )
     assert preflight.problems(_params(grpo={"per_device_train_batch_size": 8, "batch_size": 32})) == []
+
+
+def test_until_unbeaten_needs_an_env_that_names_losing_lines_curve_points_and_one_process():
+    # Tic-tac-toe can name the lines that beat a model (LosingLines); reverse_text cannot.
+    assert preflight.problems(_params(grpo={"until_unbeaten": True})) == []
+    found = preflight.problems(_params(env={"name": "reverse_text"}, grpo={"until_unbeaten": True}))
+    assert found == [
+        "grpo.until_unbeaten: reverse_text cannot name a line that beats the model (no LosingLines capability, "
+        "wander/core/capabilities.py); set it false"
+    ]
+    found = preflight.problems(_params(grpo={"until_unbeaten": True, "curve_every": 0, "processes": 2}))
+    assert [p.split(";")[0] for p in found if p.startswith("grpo.until_unbeaten")] == [
+        "grpo.until_unbeaten: stages are checked at learning-curve points",
+        "grpo.until_unbeaten: decided on one process",
+    ]

@@ -62,7 +62,10 @@ def test_bf16_null_follows_the_hardware_and_trains_in_autocast_on_cpu_when_asked
     assert sft.bf16 is None  # the section's default; params.yaml's scratch recipe sets false
     detected = bf16_support() is not None  # a CUDA GPU that has it, or a CPU with AVX-512 BF16 / AMX
     assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is detected
-    assert trainer_args(SFTConfig, sft.model_copy(update={"bf16": False}), output_dir=str(tmp_path)).bf16 is False
+    assert (
+        trainer_args(SFTConfig, sft.model_copy(update={"bf16": False}), output_dir=str(tmp_path)).bf16
+        is False
+    )
     cpu_bf16 = sft.model_copy(update={"bf16": True, "max_length": 40})
     args = trainer_args(SFTConfig, cpu_bf16, output_dir=str(tmp_path / "b"), max_steps=2)
     assert args.bf16 is True

@@ -1,9 +1,10 @@
 """bf16 where the hardware computes it: a CUDA GPU that supports it, or a CPU with bf16 instructions.
 
 Training and generation compute in bf16 autocast there (the weights and the optimizer stay float32), float32
-elsewhere: on a CPU without bf16 instructions autocast emulates it, slower than float32. Measured on the chat model
-(SmolLM2-135M, 2 threads) on an AMD EPYC with AVX-512 BF16: SFT steps, GRPO steps and greedy generation 1.6-2.6x
-faster than float32 (docs/experiments/chat-model.md#bf16-on-the-cpu-by-default-and-grpo-on-the-lines-that-beat-it).
+elsewhere: on a CPU without bf16 instructions autocast emulates it, slower than float32. Measured with 2 threads on
+an AMD EPYC with AVX-512 BF16: the chat model's (SmolLM2-135M) SFT step 1.6x faster than float32, the scratch
+model's training step 1.4x, its greedy generation unchanged (`bench/precision_speed.py`;
+docs/experiments/chat-model.md#bf16-on-the-cpu-by-default-and-grpo-on-the-lines-that-beat-it).
 Every stage's `bf16` key (null = detected, true/false forces it) goes through `resolve_bf16`.
 """
 

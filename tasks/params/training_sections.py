@@ -65,10 +65,10 @@ class TrainingCompute(Section):
     """An accelerate config file the stage is launched with (CUDA machines only): configs/accelerate/ has multi-GPU
     DDP, DeepSpeed ZeRO-2 and a multi-node example; `processes` is its total process count. Null = torchrun."""
 
-    bf16: bool | None = None
-    """bf16 mixed precision (autocast; the weights and optimizer stay float32), generation included. Null = where
-    the hardware computes bf16 (a CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX: wander/policies/
-    precision.py); true/false forces it (measured: docs/experiments/chat-model.md)."""
+    bf16: bool | None = False
+    """bf16 mixed precision (autocast; the weights and optimizer stay float32), generation included: true, false
+    (float32), or null = where the hardware computes bf16 (a CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX:
+    wander/policies/precision.py; the chat profiles' choice, measured: docs/experiments/chat-model.md)."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
     lora: LoraOptions = None

@@ -14,10 +14,10 @@ def trainer_args(config_cls: type, section: Section, **fixed: object) -> object:
     return device_args(config_cls, **{k: v for k, v in section.model_dump().items() if k in names}, **fixed)
 
 
-def device_args(config_cls: type, bf16: bool | None = None, **kwargs: object) -> object:
-    """A TRL config for this machine, logging to the active MLflow run: bf16 autocast when `bf16` says so, by
-    default where the hardware computes bf16 (`resolve_bf16`: a CUDA GPU that has it, a CPU with AVX-512 BF16 or
-    AMX; TRL defaults to bf16 everywhere); never gradient checkpointing (small models, memory to spare). On the CPU
+def device_args(config_cls: type, bf16: bool | None = False, **kwargs: object) -> object:
+    """A TRL config for this machine, logging to the active MLflow run: bf16 autocast when `bf16` says so (None:
+    where the hardware computes bf16, `resolve_bf16`: a CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX; TRL
+    defaults to bf16 everywhere); never gradient checkpointing (small models, memory to spare). On the CPU
     TRL's fused LM head then scores only labelled positions (`score_labelled_positions_only`)."""
     import torch
 

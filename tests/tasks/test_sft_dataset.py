@@ -47,7 +47,7 @@ def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path
     assert once[:] == full[:]
 
 
-def test_bf16_null_follows_the_hardware_and_trains_in_autocast_on_cpu_when_asked(
+def test_bf16_is_off_by_default_null_follows_the_hardware_and_true_trains_in_autocast_on_cpu(
     tmp_path: Path, base_model: Path
 ) -> None:
     import torch
@@ -59,13 +59,10 @@ def test_bf16_null_follows_the_hardware_and_trains_in_autocast_on_cpu_when_asked
     from wander.policies.precision import bf16_support
 
     sft = load_params(params={}).sft  # the default env's recipe fills the epochs and learning rate
-    assert sft.bf16 is None  # the section's default; params.yaml's scratch recipe sets false
+    assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is False  # float32 by default
     detected = bf16_support() is not None  # a CUDA GPU that has it, or a CPU with AVX-512 BF16 / AMX
-    assert trainer_args(SFTConfig, sft, output_dir=str(tmp_path / "a")).bf16 is detected
-    assert (
-        trainer_args(SFTConfig, sft.model_copy(update={"bf16": False}), output_dir=str(tmp_path)).bf16
-        is False
-    )
+    auto = sft.model_copy(update={"bf16": None})  # the chat profiles' setting
+    assert trainer_args(SFTConfig, auto, output_dir=str(tmp_path)).bf16 is detected
     cpu_bf16 = sft.model_copy(update={"bf16": True, "max_length": 40})
     args = trainer_args(SFTConfig, cpu_bf16, output_dir=str(tmp_path / "b"), max_steps=2)
     assert args.bf16 is True

@@ -49,9 +49,9 @@ class EvaluateConfig(BaseModel):
     reply, e.g. tic-tac-toe's 16), resolved by `wander.core.pipeline_hooks.reply_budget` when the env is built."""
     max_batch_size: int | None = Field(512, ge=1)
     """Most conversations per policy call; null sends every live game of a row at once."""
-    bf16: bool | None = None
-    """Local models generate in bf16 autocast (weights stay float32); null = where the hardware computes bf16 (a
-    CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX: wander/policies/precision.py), true/false forces it."""
+    bf16: bool | None = False
+    """Local models generate in bf16 autocast (weights stay float32): true, false (float32), or null = where the
+    hardware computes bf16 (a CUDA GPU that has it, a CPU with AVX-512 BF16 or AMX: wander/policies/precision.py)."""
     api_model: str | None = None
     """Model name sent to OpenAI-compatible endpoints; null = the model the endpoint serves (from its /models)."""
     out_dir: str = "data/eval"

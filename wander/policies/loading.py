@@ -30,8 +30,8 @@ class PolicyOptions:
     """The model name an endpoint serves; None takes its only model."""
     api_key_env: str = "OPENAI_API_KEY"
     cache_dir: str | None = None
-    bf16: bool | None = None
-    """A local model's bf16 autocast; null = where the hardware computes bf16 (wander/policies/precision.py)."""
+    bf16: bool | None = False
+    """A local model's bf16 autocast; None = where the hardware computes bf16 (wander/policies/precision.py)."""
 
 
 PolicyFactory = Callable[[str, PolicyOptions], Policy]
@@ -62,7 +62,7 @@ def make_policy(
     api_key_env: str = "OPENAI_API_KEY",
     cache_dir: str | None = None,
     env: Environment | None = None,
-    bf16: bool | None = None,
+    bf16: bool | None = False,
 ) -> Policy:
     """A policy from a spec string; temperature 0 means greedy decoding.
 

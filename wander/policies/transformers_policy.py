@@ -29,8 +29,8 @@ class TransformersPolicy:
     Greedy calls on a plain Llama (the scratch model) skip `generate` for `llama_decode.greedy_decode`: the same
     tokens for a fraction of the CPU time. `fast_greedy=False` keeps `generate` for them too.
 
-    `bf16` computes in bf16 autocast (the weights stay as they are); null = where the device computes bf16 in
-    hardware (wander/policies/precision.py).
+    `bf16` computes in bf16 autocast (the weights stay as they are); None = where the device computes bf16 in
+    hardware (wander/policies/precision.py); False (the default) keeps float32's exact logprobs.
     """
 
     def __init__(
@@ -49,7 +49,7 @@ class TransformersPolicy:
         device: str | torch.device | None = None,
         chat_template_kwargs: dict[str, Any] | None = None,
         fast_greedy: bool = True,
-        bf16: bool | None = None,
+        bf16: bool | None = False,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")

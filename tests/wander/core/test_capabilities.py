@@ -11,14 +11,17 @@ from wander.core.capabilities import (
     CandidateReplies,
     ExactEvaluation,
     ExpectedOutcomes,
+    LosingLines,
     MissingCapability,
     WorstCase,
     require,
 )
 
-CAPABILITIES = (ExactEvaluation, WorstCase, CandidateReplies, ExpectedOutcomes, BestOutcomes, Augmentation)
+CAPABILITIES = (
+    ExactEvaluation, WorstCase, LosingLines, CandidateReplies, ExpectedOutcomes, BestOutcomes, Augmentation
+)  # fmt: skip
 MEMBERS = ("exact_suite", "exact_note", "exact_columns", "worst_case", "worst_case_lines", "worst_case_summary",
-           "candidate_replies", "expected_outcomes", "best_outcomes", "equivalent_games")  # fmt: skip
+           "losing_positions", "candidate_replies", "expected_outcomes", "best_outcomes", "equivalent_games")  # fmt: skip
 
 
 def test_the_base_environment_inherits_no_capability_stub():

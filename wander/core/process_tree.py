@@ -174,7 +174,7 @@ def start_group(cmd: Sequence[str], die_with_parent: bool = False, **popen: Any)
     """`subprocess.Popen(cmd, **popen)` as the leader of a new process group (and session): a terminal's Ctrl-C
     reaches this process only, which then stops the group with `stop_group`."""
     if die_with_parent and sys.platform == "linux":
-        popen["preexec_fn"] = _die_with_parent
+        popen["preexec_fn"] = die_with_parent_in_child
     return subprocess.Popen(list(cmd), start_new_session=True, **popen)
 
 
@@ -278,7 +278,8 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent_in_child() -> None:
+    """A `preexec_fn`: the child gets SIGTERM when the thread that started it ends (see `die_with_parent`)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 

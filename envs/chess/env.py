@@ -1,0 +1,144 @@
+"""The chess environment: the game (game.py) with the pipeline's answers: its opponent matrix (suite.py), spec
+checks, curation by the engine, the embedded teacher and the scripted rows.
+
+The modules stack one way: chess_config, engine <- render <- players <- game <- suite <- env.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import chess
+
+from envs.chess.game import CP_CAP, ChessGame
+from envs.chess.players import OPPONENT_PREFIX, EnginePlayer, opponent_skill
+from envs.chess.render import STATUS, color_name, move_text, user_message
+from envs.chess.suite import SUITE
+from wander.core.episode import Episode
+from wander.core.evaluation_suite import EvaluationSuite
+from wander.core.pipeline_hooks import SpecChecks, text_tokens
+from wander.core.policy import Policy
+from wander.core.splits import SPLIT_SEEDS
+
+SUITE_GAMES = 50
+"""Games per cell when `evaluate.games` is null: a win rate's 95% interval is then at most about +-0.14; each game
+is up to `max_turns` model moves, each judged by the engine."""
+LONGEST_MOVE = {"uci": "e7e8q", "san": "exd8=Q+"}
+CORPUS_GAMES = 400  # random games whose positions teach a scratch tokenizer the env's text
+CORPUS_PLIES = 40
+
+
+class ChessEnv(ChessGame):
+    """Chess against Stockfish with slips, answering the pipeline."""
+
+    outcomes = ("win", "draw", "loss")
+    teacher_skill = 0.05
+    """The embedded teacher's slip rate: a random move on one move in twenty, most of them blunders that curation
+    drops (docs/experiments/chess.md)."""
+    reference_policies = ("random", OPPONENT_PREFIX)
+    # The settings that decide how an episode plays out from its spec and replies (a served copy must agree).
+    episode_settings = (
+        "rendering",
+        "legal_moves",
+        "reply_format",
+        "max_turns",
+        "opponent_nodes",
+        "judge_nodes",
+        "blunder_cp",
+        "adjudicate_cp",
+    )
+
+    def reply_tokens(self) -> int:
+        """The longest move in the reply format, tagged, for any tokenizer."""
+        return text_tokens(f"<move>{LONGEST_MOVE[self.config.reply_format]}</move>")
+
+    def evaluation_suite(self) -> EvaluationSuite:
+        """Opponents (weakest first) x the model's colour."""
+        return SUITE
+
+    def check_suite_groups(self, names: Sequence[str]) -> None:
+        """Every name is `random` or `stockfish-<p>` (raises with the accepted forms)."""
+        for name in names:
+            opponent_skill(name)
+
+    def suite_games(self) -> int:
+        """`SUITE_GAMES`: each cell draws fresh test-range seeds, so no split bounds it."""
+        return SUITE_GAMES
+
+    def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
+        """The frozen suite: `games` specs per (opponent, colour), cell after cell, from `seed` alone."""
+        low, high = SPLIT_SEEDS["test"]  # never a training seed
+        specs = []
+        for opponent in groups:
+            p = opponent_skill(opponent)
+            for side in SUITE.sides:
+                # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
+                rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
+                for s in rng.sample(range(low, high), games):
+                    spec = self.make_spec(s)
+                    spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the opponent here
+                    spec.update(random_move_prob=p, model_white=side == "white", opponent=opponent, side=side)
+                    specs.append(spec)
+        return specs
+
+    def spec_checks(self) -> SpecChecks:
+        """Seeds, the opponent's random-move probability within the config's range, strata, colour, opening."""
+        return SpecChecks(
+            columns=("seed", "stratum", "random_move_prob", "model_white", "start_moves"),
+            strata=self.num_groups,
+            ranges={"random_move_prob": self.config.random_move_prob},
+            sets={"model_white": [True, False]},
+            kept=("random_move_prob", "model_white"),
+            means={"mean_random_move_prob": "random_move_prob", "model_white": "model_white"},
+        )
+
+    def curation_defaults(self) -> dict[str, Any]:
+        """Games of any outcome none of whose moves is a blunder by the engine's judgement."""
+        return {"allowed_outcomes": [], "min_values": {"no_blunders": 1.0}}
+
+    def teacher_policy(self, skill: float, seed: int) -> Policy:
+        """Stockfish at `teacher_nodes` that plays a random move with probability `skill`."""
+        return EnginePlayer(self.pool, self.config.teacher_nodes, self.config.reply_format, skill, seed)
+
+    def scripted_policy(self, name: str, seed: int = 0) -> Policy | None:
+        """`random`, `stockfish[-p]` (the opponent's engine and budget), `expert[-p]` or `teacher`; else None."""
+        if name == "random" or name.split("-")[0] == OPPONENT_PREFIX:
+            slip = opponent_skill(name)
+            return EnginePlayer(self.pool, self.config.opponent_nodes, self.config.reply_format, slip, seed)
+        return super().scripted_policy(name, seed)
+
+    def corpus(self) -> Iterator[str]:
+        """The system prompt and statuses (repeated, so a tokenizer learns them as few tokens), then the positions
+        and moves of random games from the train split's openings."""
+        c = self.config
+        for _ in range(100):
+            yield self.system_prompt
+            yield from (s.format(color="white", opponent="Black", move="e7e5") for s in STATUS.values())
+        for row in self.get_dataset("train").select(range(min(CORPUS_GAMES, len(self.get_dataset("train"))))):
+            rng, board = random.Random(row["seed"]), chess.Board()
+            for uci in row["start_moves"]:
+                board.push_uci(uci)
+            for _ in range(CORPUS_PLIES):
+                if board.is_game_over():
+                    break
+                move = rng.choice(sorted(board.legal_moves, key=chess.Move.uci))
+                yield f"<move>{move_text(board, move, c.reply_format)}</move>"
+                status = STATUS["opponent"].format(
+                    opponent=color_name(board.turn).capitalize(), move=move_text(board, move, c.reply_format)
+                )
+                board.push(move)
+                yield user_message(status, board, c.rendering, c.reply_format, c.legal_moves)
+
+    def render_episode(self, episode: Episode) -> str:
+        """A game as its moves, the final board, and the policy's replies."""
+        state = episode.state
+        board = self.board_of(state)
+        replies = [m.get("content") or "" for m in episode.messages if m.get("role") == "assistant"]
+        said = "\n".join(f"turn {k + 1}: {text[:100]!r}" for k, text in enumerate(replies))
+        losses = " ".join(str(c) for c in state.get("cp_losses", []))
+        return (
+            f"moves: {' '.join(state.get('moves', []))}\n{board}\n"
+            f"centipawn loss per model move (capped at {CP_CAP}): {losses}\n{said}"
+        ).replace("`", "'")

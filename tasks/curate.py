@@ -60,8 +60,12 @@ def run(params: Params) -> dict:
         train = with_copies(train, env, unique=config.dedupe)
     max_length = config.max_length or context_length(model_dir)
     written = train + held_out
-    for row, n in zip(written, count_tokens([r["messages"] for r in written], model_dir), strict=True):
-        row["n_tokens"] = n
+    # What SFT trains on is each row's `training_conversations` (one per model turn where a turn reads only the
+    # current position): its longest is what must fit the context.
+    trained = [env.training_conversations(r["messages"]) for r in written]
+    counts = iter(count_tokens([c for conversations in trained for c in conversations], model_dir))
+    for row, conversations in zip(written, trained, strict=True):
+        row["n_tokens"] = max(next(counts) for _ in conversations)
     frame = check_frame(written, {r["seed"] for r in held_out})
     report = validate(frame, sft_expectations(config, len(frame), checks, max_length), "sft data")
     with atomic_dir(output_dir) as tmp:
@@ -326,7 +330,10 @@ def sft_expectations(config: Curate, rows: int, checks: SpecChecks, max_length: 
             description=f"strata balanced within {config.max_imbalance:.0%} of the mean",
         ),
         g.ExpectColumnValuesToBeBetween(
-            column="n_tokens", min_value=1, max_value=max_length, description="games fit the model's context"
+            column="n_tokens",
+            min_value=1,
+            max_value=max_length,
+            description="every conversation SFT trains on fits the model's context",
         ),
         g.ExpectColumnValuesToMatchRegex(
             # A tool env's assistant turn may call tools: their results come back before its next turn; an episode

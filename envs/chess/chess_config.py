@@ -25,7 +25,7 @@ class ChessConfig:
 
     max_turns: int = 20
     """Model turns per game, illegal ones included; a game still running after them is adjudicated by the engine
-    (`adjudicate_cp`)."""
+    (`adjudicate_cp`), or lost when the model's last reply was illegal."""
 
     random_move_prob: tuple[float, float] = (0.0, 1.0)
     """Range of the opponent's random-move probability: 1 = the random mover, 0 = Stockfish at `opponent_nodes`."""

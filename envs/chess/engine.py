@@ -29,7 +29,7 @@ MATE_CP = 10_000
 TIME_BOUND = 10.0
 """Seconds a single search may take at most: a backstop against a hung engine, never reached at our budgets."""
 CACHE_SIZE = 200_000
-"""Answers kept per pool (a few hundred bytes each); the cache starts over past this."""
+"""Answers kept (a few hundred bytes each); the cache starts over past this."""
 DEBIAN_PATH = "/usr/games/stockfish"
 
 
@@ -46,6 +46,12 @@ def find_stockfish(path: str | None = None) -> str:
             "stockfish), or set env.chess.engine_path to a UCI Stockfish binary"
         )
     return found
+
+
+# One cache for every pool of the process: an answer depends on the binary, the position, the budget and the root
+# move alone, so the teacher's move is the judge's best when both search the same position at the same budget.
+_cache: dict[tuple, tuple[str | None, int]] = {}
+_cache_lock = threading.Lock()
 
 
 def _close_all(engines: list[chess.engine.SimpleEngine]) -> None:
@@ -69,8 +75,11 @@ class EnginePool:
         self._engines: list[chess.engine.SimpleEngine] = []  # every engine started
         self._free: list[chess.engine.SimpleEngine] = []
         self._cond = threading.Condition()
-        self._cache: dict[tuple, tuple[str | None, int]] = {}
         self._finalizer = weakref.finalize(self, _close_all, self._engines)
+        # python-chess runs each engine's I/O on a non-daemon thread, which Python joins at exit before any atexit
+        # hook runs: quit the engines first (the hook concurrent.futures uses), or a process that never called
+        # `close` would wait for them forever.
+        threading._register_atexit(self._finalizer)
 
     @property
     def pids(self) -> list[int]:
@@ -94,7 +103,7 @@ class EnginePool:
                 engine = chess.engine.SimpleEngine.popen_uci(
                     [find_stockfish(self.path)], preexec_fn=die_with_parent_in_child
                 )
-                engine.configure({"Threads": 1, "Hash": 16})
+                engine.configure({"Threads": 1, "Hash": 1})  # MiB: cleared before each search
                 self._engines.append(engine)
         try:
             yield engine
@@ -105,9 +114,9 @@ class EnginePool:
                 self._cond.notify()
 
     def _search(self, fen: str, nodes: int, move: str | None) -> tuple[str | None, int]:
-        key = (fen, nodes, move)
-        with self._cond:
-            cached = self._cache.get(key)
+        key = (self.path, fen, nodes, move)
+        with _cache_lock:
+            cached = _cache.get(key)
         if cached is not None:
             return cached
         board = chess.Board(fen)
@@ -124,11 +133,11 @@ class EnginePool:
             )
         pv = info.get("pv") or []
         answer = (pv[0].uci() if pv else None, info["score"].relative.score(mate_score=MATE_CP))
-        with self._cond:
+        with _cache_lock:
             self.calls += 1
-            if len(self._cache) >= CACHE_SIZE:
-                self._cache.clear()
-            self._cache[key] = answer
+            if len(_cache) >= CACHE_SIZE:
+                _cache.clear()
+            _cache[key] = answer
         return answer
 
     def best(self, fen: str, nodes: int) -> tuple[str, int]:

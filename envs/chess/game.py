@@ -1,7 +1,8 @@
 """The game: the model plays one colour against Stockfish that slips to random moves; rules, specs and rubric.
 
 The rules are python-chess's: legality, check, mate, stalemate, repetition and the fifty-move rule (claimed at once).
-A game still running after `max_turns` model turns is adjudicated by the engine (`adjudicate`). Every move of the
+A game still running after `max_turns` model turns is adjudicated by the engine (`adjudicate`), unless the model's
+last reply was illegal: then it is lost ("forfeit"), so a model that never plays a legal move never draws. Every move of the
 model is judged against the engine's best move at `judge_nodes` (its centipawn loss); those judgements are the
 env's, never the agent's (`private_state_keys`).
 """
@@ -68,6 +69,9 @@ class ChessGame(SeededSplits, Environment):
     # What the agent may not see: the engine's judgement of its moves and of the final position.
     private_spec_keys = frozenset()
     private_state_keys = frozenset({"cp_losses", "final_eval"})
+    # A step waits on engine searches: a batch's steps run on threads, as many at once as the pool has engines
+    # (32 games of the teacher: 13.2 -> 9.7 s with 2 engines on 2 cores).
+    steps_block = True
 
     def __init__(self, config: ChessConfig):
         self.config = config
@@ -241,6 +245,11 @@ class ChessGame(SeededSplits, Environment):
         return True
 
     def _adjudicate(self, board: chess.Board, state: dict) -> None:
+        if (
+            color_name(board.turn) == state["color"]
+        ):  # out of turns on an illegal reply: never a draw for free
+            state["outcome"], state["ending"], state["done"] = "loss", "forfeit", True
+            return
         cp = self.pool.best(board.fen(), self.config.judge_nodes)[1]  # for the side to move
         model_cp = cp if color_name(board.turn) == state["color"] else -cp
         state["final_eval"] = max(-MATE_CP, min(MATE_CP, model_cp))
@@ -315,5 +324,5 @@ def turns(state: dict) -> float:
 
 
 def adjudicated(state: dict) -> float:
-    """1 when the game reached `max_turns` and the engine's evaluation decided it."""
+    """1 when the game reached `max_turns` and the engine's evaluation decided it (a forfeit is not adjudicated)."""
     return float(state["ending"] == "adjudicated")

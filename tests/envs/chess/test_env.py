@@ -160,7 +160,10 @@ def test_any_reply_scores_without_error(env) -> None:
         done = False
         while not done:
             _, reward, done, info = env.step(reply)
-        assert info["error"] is None and env.episode.state["outcome"] in ("win", "draw", "loss")
+        assert (
+            info["error"] is None and env.episode.state["outcome"] == "loss"
+        )  # out of turns on illegal replies
+        assert env.episode.state["ending"] == "forfeit" and info["values"]["adjudicated"] == 0.0
         assert info["values"]["illegal_moves"] == env.max_turns and info["values"]["legal_rate"] == 0.0
 
 
@@ -206,3 +209,15 @@ def test_a_missing_engine_is_named_with_the_fix() -> None:
     with pytest.raises(FileNotFoundError, match="make stockfish"):
         find_stockfish("/nonexistent/stockfish")
     assert find_stockfish()
+
+
+def test_a_process_that_never_closes_its_env_still_exits() -> None:
+    script = (
+        "from wander import load_environment\n"
+        "env = load_environment('chess', num_train=8, num_eval=4, num_test=4)\n"
+        "env.evaluate(env.scripted_policy('random'), n=2, split='eval')\n"
+        "print(' '.join(map(str, env.pool.pids)), flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not any(alive(int(p)) for p in done.stdout.split())

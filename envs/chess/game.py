@@ -68,7 +68,7 @@ class ChessGame(SeededSplits, Environment):
 
     # What the agent may not see: the engine's judgement of its moves and of the final position.
     private_spec_keys = frozenset()
-    private_state_keys = frozenset({"cp_losses", "final_eval"})
+    private_state_keys = frozenset({"cp_losses", "blunder_moves", "final_eval"})
     # A step waits on engine searches: a batch's steps run on threads, as many at once as the pool has engines
     # (32 games of the teacher: 13.2 -> 9.7 s with 2 engines on 2 cores).
     steps_block = True
@@ -140,8 +140,9 @@ class ChessGame(SeededSplits, Environment):
             "moves": list(spec.get("start_moves") or ()),
             "illegal": 0,
             "model_moves": 0,
-            "blunders": 0,
+            "blunder_moves": 0,
             "cp_losses": [],
+            "final_eval": None,
             "outcome": None,
             "ending": None,
             "opening": None,
@@ -231,7 +232,7 @@ class ChessGame(SeededSplits, Environment):
         best, best_cp = self.pool.best(fen, nodes)
         loss = 0 if move.uci() == best else max(0, best_cp - self.pool.score_of(fen, move.uci(), nodes))
         state["cp_losses"].append(min(loss, CP_CAP))
-        state["blunders"] += loss >= self.config.blunder_cp
+        state["blunder_moves"] += loss >= self.config.blunder_cp
 
     def _finished(self, board: chess.Board, state: dict) -> bool:
         result = board.outcome(claim_draw=True)
@@ -310,12 +311,12 @@ def acpl(state: dict) -> float:
 
 def blunders(state: dict) -> float:
     """The model's moves that lost at least `blunder_cp` centipawns against the engine's best."""
-    return float(state["blunders"])
+    return float(state["blunder_moves"])
 
 
 def no_blunders(state: dict) -> float:
     """1 when none of the model's moves was a blunder (what curation keeps)."""
-    return float(state["blunders"] == 0)
+    return float(state["blunder_moves"] == 0)
 
 
 def turns(state: dict) -> float:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from flows.pipeline import summary
+from tasks.params.recipe import recipe_of
 from tasks.runtime.scratch_copy import run_in
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
@@ -66,8 +67,8 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
     assert grpo_models and all(
         (root / folder / "model.safetensors").is_file() for folder in grpo_models.values()
     )
-    # The env's own curriculum: tic-tac-toe's three stages, one stage elsewhere (none a replay of another).
-    assert len(grpo_models) == (3 if pipeline_env == "tictactoe" else 1), grpo_models
+    # The env's own curriculum: its recipe's stages (tic-tac-toe's three, chess's two, one elsewhere).
+    assert len(grpo_models) == len(recipe_of(pipeline_env)[1]["grpo"]["stages"]), grpo_models
     assert json.loads((root / "data/metrics/register.json").read_text())["version"] == 1
     assert yaml.safe_load((root / "params.yaml").read_text())["env"]["name"] == pipeline_env
 

@@ -145,7 +145,9 @@ def test_an_illegal_or_unreadable_reply_is_reprompted_on_the_same_position_and_c
     observation, _, done, _ = env.step("I resign")
     assert not done and "Reply with one move inside <move></move>" in observation
     assert env.episode.state["illegal"] == 2 and env.episode.state["model_moves"] == 0
-    assert info["state"]["turn"] == 1 and "cp_losses" not in info["state"]
+    assert info["state"]["turn"] == 1 and not {"cp_losses", "blunder_moves", "final_eval"} & set(
+        info["state"]
+    )
 
 
 def test_any_reply_scores_without_error(env) -> None:

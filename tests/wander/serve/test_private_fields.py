@@ -26,8 +26,10 @@ SMALL = {"num_train": 8, "num_eval": 3, "num_test": 3}
 
 def small(name: str) -> dict[str, int]:
     """Small splits, for the envs whose factory takes split sizes (a server builds every split at start)."""
-    factory = importlib.import_module(module_name(name)).load_environment
-    return {k: v for k, v in SMALL.items() if k in inspect.signature(factory).parameters}
+    parameters = inspect.signature(importlib.import_module(module_name(name)).load_environment).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):  # a config class's fields
+        return dict(SMALL)
+    return {k: v for k, v in SMALL.items() if k in parameters}
 
 
 def nodes(value: Any) -> Iterator[Any]:

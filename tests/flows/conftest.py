@@ -45,7 +45,14 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
     return project
 
 
+# Games scored by an opponent matrix (outcomes per opponent, no reward columns): their own file checks the numbers.
+MATRIX_ENVS = ["chess"]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test that takes `pipeline_env` runs once per environment of PIPELINE_ENVS."""
+    """A test that takes `pipeline_env` runs once per environment of PIPELINE_ENVS; one that takes `rubric_env`, once
+    per environment whose suite is the rubric's means (all but MATRIX_ENVS)."""
     if "pipeline_env" in metafunc.fixturenames:
         metafunc.parametrize("pipeline_env", sorted(PIPELINE_ENVS))
+    if "rubric_env" in metafunc.fixturenames:
+        metafunc.parametrize("rubric_env", sorted(set(PIPELINE_ENVS) - set(MATRIX_ENVS)))

@@ -20,8 +20,9 @@ from tasks.params.recipe import recipe_of
 from tasks.runtime.scratch_copy import run_in
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
+from wander.core.evaluation_suite import MATRIX
 
-from .smoke_outputs import lineage
+from .smoke_outputs import lineage, run_params
 
 STAGES = [
     "build_model",
@@ -68,7 +69,7 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
         (root / folder / "model.safetensors").is_file() for folder in grpo_models.values()
     )
     # The env's own curriculum: its recipe's stages (tic-tac-toe's three, chess's two, one elsewhere).
-    assert len(grpo_models) == len(recipe_of(pipeline_env)[1]["grpo"]["stages"]), grpo_models
+    assert len(grpo_models) == len(recipe_of(pipeline_env)[1]["grpo.stages"]), grpo_models
     assert json.loads((root / "data/metrics/register.json").read_text())["version"] == 1
     assert yaml.safe_load((root / "params.yaml").read_text())["env"]["name"] == pipeline_env
 
@@ -82,7 +83,16 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
 
     # The run summary the flow prints after `make run` speaks the env's suite (here: its headline per split).
     text = summary(root)
-    assert f"{list(models)[-1]} vs teacher: headline metric" in text and "teacher        reward: all " in text
+    suite = load_environment(
+        pipeline_env, **(run_params(root)["env"].get(pipeline_env) or {})
+    ).evaluation_suite()
+    if suite.kind == MATRIX:  # a game's opponents, its outcomes per opponent (chess)
+        assert f"{list(models)[-1]} vs teacher: {' / '.join(suite.report.outcomes)} per opponent" in text
+    else:
+        assert (
+            f"{list(models)[-1]} vs teacher: headline metric" in text
+            and "teacher        reward: all " in text
+        )
     # Each stage's headline over every cell: the evaluated rows in training order (teacher last), a number each.
     rows = [*models, "teacher"]
     stages = text.split("each stage: ")[1].splitlines()[1 : 1 + len(rows)]
@@ -96,9 +106,9 @@ def test_the_env_runs_every_stage_and_a_second_repro_does_nothing(
 
 @pytest.mark.slow
 def test_each_stage_of_the_env_reports_numbers_that_add_up(
-    pipeline_env: str, smoke_pipeline: Callable[[str], Path]
+    rubric_env: str, smoke_pipeline: Callable[[str], Path]
 ) -> None:
-    root = smoke_pipeline(pipeline_env)
+    root = smoke_pipeline(rubric_env)
     params = yaml.safe_load((root / "params.yaml").read_text())
 
     def metrics(stage: str, kind: str = "metrics") -> dict:
@@ -112,7 +122,7 @@ def test_each_stage_of_the_env_reports_numbers_that_add_up(
     # Curation: every input game is kept or dropped by exactly one filter; the env's floors removed the teacher's
     # slips, so each floor metric of what is kept is perfect; what is written is what is counted.
     curate = metrics("curate", "details")
-    floors = load_environment(pipeline_env).curation_defaults()["min_values"]
+    floors = load_environment(rubric_env).curation_defaults()["min_values"]
     assert curate["input"] == synth["episodes"] == curate["kept"] + sum(curate["dropped"].values())
     assert sum(curate["per_stratum"].values()) == curate["kept"] == curate["train"] + curate["eval"]
     assert sum(curate["dropped"][name] for name in floors) > 0

@@ -23,6 +23,7 @@ SUITES = [
     "bench.team_speed",
     "bench.process_speed",
     "bench.sandbox_speed",
+    "bench.chess_speed",
 ]
 RESULTS = Path(__file__).with_name("results.json")
 

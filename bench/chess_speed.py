@@ -21,7 +21,7 @@ GAMES = 32
 
 def positions(count: int, seed: int = 0) -> list[str]:
     """FENs of `count` distinct positions with legal moves, from random games."""
-    rng, found = random.Random(seed), dict()
+    rng, found = random.Random(seed), {}
     while len(found) < count:
         board = chess.Board()
         for _ in range(rng.randint(1, 60)):
@@ -43,7 +43,7 @@ def engine_calls(nodes: int) -> tuple[float, float]:
         pool.best(chess.STARTING_FEN, nodes)  # the engines' start-up is not the rate
         start = time.perf_counter()
         with ThreadPoolExecutor(engines) as threads:
-            list(threads.map(lambda fen: pool.best(fen, nodes), fens))
+            list(threads.map(pool.best, fens, [nodes] * len(fens)))
         rates.append(POSITIONS / (time.perf_counter() - start))
         pool.close()
     return rates[0], rates[1]

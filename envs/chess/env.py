@@ -1,5 +1,8 @@
 """The chess environment: the game (game.py) with the pipeline's answers: its opponent matrix (suite.py), spec
-checks, curation by the engine, the embedded teacher and the scripted rows.
+checks, curation by the engine, the embedded teacher and the scripted rows; and the capabilities the engine gives it
+(wander/core/capabilities.py): its legal moves as candidate replies, and a reply's value by the engine's evaluation
+standing in for a solver's (`best_outcomes`), so GRPO can branch at the model's own mistakes (`branch_at: mistake`)
+and value a decision without playing the game on (`play_on: best`).
 
 The modules stack one way: chess_config, engine <- render <- players <- game <- suite <- env.
 """
@@ -14,8 +17,9 @@ import chess
 
 from envs.chess.game import CP_CAP, ChessGame
 from envs.chess.players import OPPONENT_PREFIX, EnginePlayer, opponent_skill
-from envs.chess.render import STATUS, color_name, move_text, user_message
+from envs.chess.render import STATUS, color_name, move_text, read_move, user_message
 from envs.chess.suite import SUITE
+from wander.core.capabilities import Branches
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite
 from wander.core.pipeline_hooks import SpecChecks, text_tokens
@@ -26,6 +30,15 @@ SUITE_GAMES = 50
 """Games per cell when `evaluate.games` is null: a win rate's 95% interval is then at most about +-0.14; each game
 is up to `max_turns` model moves, each judged by the engine."""
 LONGEST_MOVE = {"uci": "e7e8q", "san": "exd8=Q+"}
+ELO_SCALE = 400.0  # centipawns over which the expected score moves from 0.5 to 1/(1 + 10^-1) = 0.91
+
+
+def expected_score(cp: float) -> float:
+    """The expected game score (win 1, draw 0.5, loss 0) of a side the engine rates `cp` centipawns ahead: the
+    logistic of the Elo scale, 0.5 at 0, 0.76 at +200, 0.85 at +300."""
+    return 1.0 / (1.0 + 10.0 ** (-cp / ELO_SCALE))
+
+
 CORPUS_GAMES = 400  # random games whose positions teach a scratch tokenizer the env's text
 CORPUS_PLIES = 40
 
@@ -142,3 +155,44 @@ class ChessEnv(ChessGame):
             f"moves: {' '.join(state.get('moves', []))}\n{board}\n"
             f"centipawn loss per model move (capped at {CP_CAP}): {losses}\n{said}"
         ).replace("`", "'")
+
+    def candidate_replies(self, episode: Episode) -> list[str]:
+        """CandidateReplies: a reply for each legal move of the current position, in the reply format."""
+        board = self.board_of(episode.state)
+        moves = sorted(board.legal_moves, key=chess.Move.uci)
+        return [f"<move>{move_text(board, m, self.config.reply_format)}</move>" for m in moves]
+
+    def best_outcomes(self, branches: Branches) -> list[dict[str, float]]:
+        """BestOutcomes: each reply valued by the engine at `judge_nodes`, as the rubric weighs its functions: the
+        outcome by the expected score of the engine's evaluation after the move (`expected_score`; the engine's
+        best play after it stands in for a solver's), move quality by its centipawn loss, format and an illegal
+        reply's penalty (the position then stays the model's to move, rated by its best move, quality 0)."""
+        return self.map_steps(lambda branch: self._engine_value(*branch), branches)
+
+    def _engine_value(self, episode: Episode, reply) -> dict[str, float]:
+        board, nodes = self.board_of(episode.state), self.config.judge_nodes
+        raw = self.parser.parse_answer([reply.message()])
+        move = read_move(board, raw, self.config.reply_format)
+        best, best_cp = self.pool.best(board.fen(), nodes)
+        if move is None:
+            values = {"outcome": expected_score(best_cp), "move_quality": 0.0, "illegal_moves": 1.0}
+        else:
+            board.push(move)
+            result = board.outcome(claim_draw=True)
+            board.pop()
+            cp = best_cp if move.uci() == best else self.pool.score_of(board.fen(), move.uci(), nodes)
+            if result is not None:  # mate or a draw the rules decide: the outcome itself
+                score = 0.5 if result.winner is None else float(result.winner == board.turn)
+            else:
+                score = expected_score(cp)
+            loss = min(max(0, best_cp - cp), CP_CAP)
+            values = {"outcome": score, "move_quality": 1.0 - loss / CP_CAP, "illegal_moves": 0.0}
+        values["format"] = 1.0 if raw is not None else 0.0
+        c = self.config
+        values["reward"] = (
+            c.outcome_weight * values["outcome"]
+            + c.format_weight * values["format"]
+            + c.quality_weight * values["move_quality"]
+            + c.illegal_penalty * values["illegal_moves"]
+        )
+        return values

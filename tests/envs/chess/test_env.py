@@ -27,6 +27,14 @@ PERFT = {
     "r3k2r/Pppp1ppp/1b3nbN/nP6/BBP1P3/q4N2/Pp1P2PP/R2Q1RK1 w kq - 0 1": (6, 264),
     "rnbq1k1r/pp1Pbppp/2p5/8/2B5/8/PPP1NnPP/RNBQK2R w KQ - 1 8": (44, 1486),
 }
+# 1. e4 e5 2. Nf3 Qg5?: the model (white) to move; the knight takes the queen.
+HANGING_QUEEN = {
+    "seed": 1,
+    "stratum": 0,
+    "random_move_prob": 0.0,
+    "model_white": True,
+    "start_moves": ["e2e4", "e7e5", "g1f3", "d8g5"],
+}
 UCI_TEXTS = [
     a + b + p for a in chess.SQUARE_NAMES for b in chess.SQUARE_NAMES for p in ("", "q", "r", "b", "n")
 ]
@@ -101,14 +109,7 @@ def test_the_engines_best_move_never_loses_to_the_random_mover_and_loses_no_cent
 
 
 def test_a_hanging_queen_left_is_a_blunder_and_taking_it_wins_at_adjudication() -> None:
-    # 1. e4 e5 2. Nf3 Qg5?: the knight takes the queen.
-    spec = {
-        "seed": 1,
-        "stratum": 0,
-        "random_move_prob": 0.0,
-        "model_white": True,
-        "start_moves": ["e2e4", "e7e5", "g1f3", "d8g5"],
-    }
+    spec = HANGING_QUEEN
     env = load_environment("chess", max_turns=1, **SMALL)
     try:
         env.reset(spec=spec)
@@ -223,3 +224,26 @@ def test_a_process_that_never_closes_its_env_still_exits() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not any(alive(int(p)) for p in done.stdout.split())
+
+
+def test_the_engine_values_replies_so_grpo_finds_the_models_mistakes() -> None:
+    from wander.core.policy import Reply
+    from wander.training.decision_rollout import reply_losses
+
+    env = load_environment("chess", max_turns=1, **SMALL)
+    try:
+        episode = env.start(HANGING_QUEEN)
+        candidates = env.candidate_replies(episode)
+        assert sorted(
+            read_move(parse_position(episode.messages[-1]["content"]), c[6:-7], "uci").uci()
+            for c in candidates
+        ) == sorted(m.uci() for m in env.board_of(episode.state).legal_moves)
+        values = env.best_outcomes([(episode, Reply(c)) for c in candidates])
+        best = max(zip(candidates, values, strict=True), key=lambda pair: pair[1]["reward"])
+        assert best[0] == "<move>f3g5</move>" and best[1]["move_quality"] == 1.0 and best[1]["outcome"] > 0.9
+        take, pass_, nonsense = reply_losses(
+            env, [episode] * 3, [Reply("<move>f3g5</move>"), Reply("<move>a2a3</move>"), Reply("nonsense")]
+        )
+        assert take == 0.0 and 0.3 < pass_ < nonsense  # leaving the queen costs; no move at all costs more
+    finally:
+        env.close()

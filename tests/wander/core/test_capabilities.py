@@ -34,6 +34,9 @@ def test_tictactoe_opts_into_every_capability_and_text_envs_into_none():
     for name in ("reverse_text", "double_check", "calculator", "workplace_assistant", "coding"):
         env = load_environment(name)
         assert [c.__name__ for c in CAPABILITIES if isinstance(env, c)] == [], name
+    # Chess has no solver: its engine values a reply (BestOutcomes) over its legal moves (CandidateReplies).
+    chess = load_environment("chess", num_train=8, num_eval=4, num_test=4)
+    assert [c.__name__ for c in CAPABILITIES if isinstance(chess, c)] == ["CandidateReplies", "BestOutcomes"]
 
 
 def test_require_names_the_protocol_its_members_and_the_way_out():

@@ -66,7 +66,10 @@ def user_message(status: str, board: chess.Board, rendering: str, reply_format: 
     lines = [status, position_text(board, rendering)]
     if legal:
         moves = sorted(move_text(board, m, reply_format) for m in board.legal_moves)
-        lines.append("Legal moves: " + " ".join(moves))
+        # On a line of their own, comma-separated: a byte-level BPE then splits each listed move into the same
+        # tokens as the move after `<move>` (a space before it would start another token: `Ġe` vs `e`), so a reply
+        # can copy it token for token (docs/experiments/chess.md#rendering-the-legal-moves).
+        lines += ["Legal moves:", ",".join(moves)]
     return "\n".join(lines)
 
 

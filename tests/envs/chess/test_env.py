@@ -49,8 +49,8 @@ def env():
 
 def listed(board: chess.Board, reply_format: str = "uci") -> list[chess.Move]:
     """The moves the env's user message lists at `board`, each read back through the env's legality check."""
-    text = user_message("", board, "fen", reply_format, legal=True).rsplit("Legal moves:", 1)[1]
-    return [read_move(board, t, reply_format) for t in text.split()]
+    text = user_message("", board, "fen", reply_format, legal=True).rsplit("Legal moves:\n", 1)[1]
+    return [read_move(board, t, reply_format) for t in text.split(",")]
 
 
 @pytest.mark.parametrize("fen", list(PERFT))

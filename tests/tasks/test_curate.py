@@ -121,17 +121,20 @@ def test_every_filter_drops_and_counts_its_games(params: dict, stage_config) -> 
     assert 10**9 + 4 not in {r["seed"] for r in sft_rows(params) + sft_rows(params, "eval")}
 
 
-def test_games_longer_than_the_context_are_rejected_and_nothing_is_overwritten(
+def test_conversations_longer_than_the_context_are_rejected_and_nothing_is_overwritten(
     params: dict, stage_config
 ) -> None:
     out = Path(params["layout"]["sft"])
     out.mkdir(parents=True)
     (out / "train.jsonl").write_text("previous sft data\n")
     with pytest.raises(DataValidationError) as e:
-        curate.run(stage_config("curate", params, max_length=60))
+        curate.run(stage_config("curate", params, max_length=8))
     message = str(e.value)
     assert message.startswith("validation of 'sft data' failed: 1 of")
-    assert "on column 'n_tokens' (min_value=1.0, max_value=60.0) [games fit the model's context]" in message
+    assert (
+        "on column 'n_tokens' (min_value=1.0, max_value=8.0) [every conversation SFT trains on fits the model's "
+        "context]" in message
+    )
     assert "rows unexpected, e.g." in message
     assert (out / "train.jsonl").read_text() == "previous sft data\n"
     assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]

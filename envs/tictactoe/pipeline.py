@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,7 +20,7 @@ from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_SKILL
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import EvaluationSuite
+from wander.core.evaluation_suite import EvaluationSuite, cell_seeds
 from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
 from wander.core.policy import Policy
 
@@ -81,14 +80,13 @@ class TicTacToePipeline(PipelineHooks):
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
 
-        low, high = SPLIT_SEED_RANGES["test"]  # never a training seed
         specs = []
         for opponent in groups:
             p = opponent_skill(opponent)
             for side in SUITE.sides:
-                # One stream per cell: other opponents never shift a cell's seeds, and more games extend them.
-                rng = random.Random(f"wander-eval:{seed}:{opponent}:{side}")
-                for s in rng.sample(range(low, high), games):
+                for s in cell_seeds(
+                    seed, opponent, side, games, SPLIT_SEED_RANGES["test"]
+                ):  # never a training seed
                     spec = self.make_spec(s)
                     spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the skill here
                     spec.update(

@@ -17,6 +17,7 @@ A metric is one of three kinds, which decide how a cell of episodes becomes a nu
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -258,3 +259,9 @@ def rubric_suite(names: tuple[str, ...], strata: int, headline: str = "reward") 
         groups=tuple(f"stratum-{k}" for k in range(strata)),
         headline=headline,
     )
+
+
+def cell_seeds(seed: int, group: str, side: str, games: int, seed_range: tuple[int, int]) -> list[int]:
+    """The episode seeds of one cell of a frozen matrix suite (a game's opponents x sides): `games` distinct seeds of
+    `seed_range`, from a stream of the cell's own, so the other groups never shift a cell's seeds."""
+    return random.Random(f"wander-eval:{seed}:{group}:{side}").sample(range(*seed_range), games)

@@ -21,7 +21,7 @@ from envs.chess.render import STATUS, color_name, move_text, read_move, user_mes
 from envs.chess.suite import SUITE
 from wander.core.capabilities import Branches
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import EvaluationSuite, cell_seeds
+from wander.core.evaluation_suite import EvaluationSuite, matrix_suite_specs
 from wander.core.pipeline_hooks import SpecChecks, text_tokens
 from wander.core.policy import Policy
 from wander.core.splits import SPLIT_SEEDS
@@ -82,18 +82,13 @@ class ChessEnv(ChessGame):
 
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """The frozen suite: `games` specs per (opponent, colour), cell after cell, from `seed` alone."""
-        specs = []
-        for opponent in groups:
-            p = opponent_skill(opponent)
-            for side in SUITE.sides:
-                for s in cell_seeds(
-                    seed, opponent, side, games, SPLIT_SEEDS["test"]
-                ):  # never a training seed
-                    spec = self.make_spec(s)
-                    spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the opponent here
-                    spec.update(random_move_prob=p, model_white=side == "white", opponent=opponent, side=side)
-                    specs.append(spec)
-        return specs
+        cells = [
+            (o, side, {"random_move_prob": opponent_skill(o), "model_white": side == "white"})
+            for o in groups
+            for side in SUITE.sides
+        ]
+        # Seeds of the test range: never a training seed.
+        return matrix_suite_specs(self.make_spec, cells, games, seed, SPLIT_SEEDS["test"])
 
     def spec_checks(self) -> SpecChecks:
         """Seeds, the opponent's random-move probability within the config's range, strata, colour, opening."""

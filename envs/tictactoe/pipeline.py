@@ -20,7 +20,7 @@ from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_SKILL
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander.core.episode import Episode
-from wander.core.evaluation_suite import EvaluationSuite, cell_seeds
+from wander.core.evaluation_suite import EvaluationSuite, matrix_suite_specs
 from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
 from wander.core.policy import Policy
 
@@ -79,21 +79,13 @@ class TicTacToePipeline(PipelineHooks):
 
     def suite_specs(self, groups: Sequence[str], games: int, seed: int) -> list[dict]:
         """The frozen suite: `games` episode specs per (opponent, side), cell after cell, from `seed` alone."""
-
-        specs = []
-        for opponent in groups:
-            p = opponent_skill(opponent)
-            for side in SUITE.sides:
-                for s in cell_seeds(
-                    seed, opponent, side, games, SPLIT_SEED_RANGES["test"]
-                ):  # never a training seed
-                    spec = self.make_spec(s)
-                    spec.pop("stratum", None)  # the split's difficulty bin; the cell sets the skill here
-                    spec.update(
-                        random_move_prob=p, model_starts=side == "first", opponent=opponent, side=side
-                    )
-                    specs.append(spec)
-        return specs
+        cells = [
+            (o, side, {"random_move_prob": opponent_skill(o), "model_starts": side == "first"})
+            for o in groups
+            for side in SUITE.sides
+        ]
+        # Seeds of the test range: never a training seed.
+        return matrix_suite_specs(self.make_spec, cells, games, seed, SPLIT_SEED_RANGES["test"])
 
     def exact_suite(self, policy: Policy, groups: Sequence[str]) -> dict[str, dict[str, float]]:
         """ExactEvaluation: a greedy policy's exact expected rates against each opponent, both sides pooled, with

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from wander.core.episode import Episode
@@ -265,3 +265,23 @@ def cell_seeds(seed: int, group: str, side: str, games: int, seed_range: tuple[i
     """The episode seeds of one cell of a frozen matrix suite (a game's opponents x sides): `games` distinct seeds of
     `seed_range`, from a stream of the cell's own, so the other groups never shift a cell's seeds."""
     return random.Random(f"wander-eval:{seed}:{group}:{side}").sample(range(*seed_range), games)
+
+
+def matrix_suite_specs(
+    make_spec: Callable[[int], dict],
+    cells: Iterable[tuple[str, str, dict]],
+    games: int,
+    seed: int,
+    seed_range: tuple[int, int],
+) -> list[dict]:
+    """A game's frozen suite, cell after cell: for each (group, side, the cell's spec fields), `games` specs made from
+    `cell_seeds`, without the split's difficulty stratum (the cell sets the opponent), with the cell's fields and
+    its `opponent` and `side`."""
+    specs = []
+    for group, side, fields in cells:
+        for s in cell_seeds(seed, group, side, games, seed_range):
+            spec = make_spec(s)
+            spec.pop("stratum", None)
+            spec.update(fields, opponent=group, side=side)
+            specs.append(spec)
+    return specs

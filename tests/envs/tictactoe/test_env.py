@@ -171,7 +171,7 @@ def test_bad_settings_name_the_problem():
     with pytest.raises(ValueError, match="unknown scripted player"):
         scripted_player("alphazero")
     with pytest.raises(ValueError, match="unknown environment"):
-        load_environment("chess")
+        load_environment("go")
 
 
 def test_specs_dir_gives_the_splits_seeds_and_strata_with_the_configs_skill_range(tmp_path) -> None:

@@ -163,10 +163,9 @@ class ChessGame(SeededSplits, Environment):
     def initial_messages(self, spec: dict, state: dict) -> list[Message]:
         """The rules, then the first position (after the opponent's first move when it has one)."""
         board = self.board_of(state)
-        if state["opening"] is None:
-            status = STATUS["start"].format(color=state["color"])
-        else:
-            status = STATUS["start"].format(color=state["color"]) + " " + self._opponent_status(state)
+        status = STATUS["start"].format(color=state["color"])
+        if state["opening"] is not None:
+            status += " " + self._opponent_status(board)
         return [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": self._message(status, board)},
@@ -202,21 +201,23 @@ class ChessGame(SeededSplits, Environment):
             self._opponent_plays(board, state)
             if self._finished(board, state):
                 return []
-            status = self._opponent_status(state)
-        state["fen"] = board.fen()
+            status = self._opponent_status(board)
         return [{"role": "user", "content": self._message(status, board)}]
 
     def _message(self, status: str, board: chess.Board) -> str:
         c = self.config
         return user_message(status, board, c.rendering, c.reply_format, c.legal_moves)
 
-    def _opponent_status(self, state: dict) -> str:
-        board = self.board_of(state)
+    def _opponent_status(self, board: chess.Board) -> str:
+        """What the opponent's last move (on top of `board`'s stack) was, in the reply format."""
         move = board.pop()
-        return STATUS["opponent"].format(
-            opponent=color_name(board.turn).capitalize(),
-            move=move_text(board, move, self.config.reply_format),
-        )
+        try:
+            return STATUS["opponent"].format(
+                opponent=color_name(board.turn).capitalize(),
+                move=move_text(board, move, self.config.reply_format),
+            )
+        finally:
+            board.push(move)
 
     def _opponent_plays(self, board: chess.Board, state: dict) -> str:
         move = choose_move(
@@ -235,14 +236,14 @@ class ChessGame(SeededSplits, Environment):
         state["blunder_moves"] += loss >= self.config.blunder_cp
 
     def _finished(self, board: chess.Board, state: dict) -> bool:
+        state["fen"] = board.fen()  # after every move: the position the agent's public state shows
         result = board.outcome(claim_draw=True)
         if result is None:
-            state["fen"] = board.fen()
             return False
         mine = chess.WHITE if state["color"] == "white" else chess.BLACK
         state["outcome"] = "draw" if result.winner is None else ("win" if result.winner == mine else "loss")
         state["ending"] = result.termination.name.lower()
-        state["fen"], state["done"] = board.fen(), True
+        state["done"] = True
         return True
 
     def _adjudicate(self, board: chess.Board, state: dict) -> None:
@@ -256,7 +257,7 @@ class ChessGame(SeededSplits, Environment):
         state["final_eval"] = max(-MATE_CP, min(MATE_CP, model_cp))
         state["outcome"] = adjudicate(model_cp, self.config.adjudicate_cp)
         state["ending"] = "adjudicated"
-        state["fen"], state["done"] = board.fen(), True
+        state["done"] = True
 
 
 # ----- rubric functions: each receives only what it declares -----

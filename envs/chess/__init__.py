@@ -7,11 +7,12 @@ from envs.chess.chess_config import ChessConfig
 from envs.chess.engine import EnginePool, find_stockfish
 from envs.chess.env import ChessEnv
 from envs.chess.players import EnginePlayer
+from wander.core.registry import config_from_kwargs
 
 
 def load_environment(**kwargs: object) -> ChessEnv:
     """Build the chess env; keyword arguments are ChessConfig fields."""
-    return ChessEnv(ChessConfig.from_kwargs(**kwargs))
+    return ChessEnv(config_from_kwargs(ChessConfig, "chess", kwargs))
 
 
 __all__ = ["ChessConfig", "ChessEnv", "EnginePlayer", "EnginePool", "find_stockfish", "load_environment"]

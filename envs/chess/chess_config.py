@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 RENDERINGS = ("fen", "board")
 REPLY_FORMATS = ("uci", "san")
@@ -104,12 +104,3 @@ class ChessConfig:
             raise ValueError("opponent_nodes, judge_nodes and teacher_nodes must be at least 1")
         if self.blunder_cp < 1 or self.adjudicate_cp < 1:
             raise ValueError("blunder_cp and adjudicate_cp must be at least 1 centipawn")
-
-    @classmethod
-    def from_kwargs(cls, **kwargs: object) -> ChessConfig:
-        """Build from keyword arguments, naming any unknown one."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(f"unknown chess setting(s) {unknown}; known: {sorted(known)}")
-        return cls(**kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from envs.tictactoe.render import RENDERINGS
 
@@ -98,12 +98,3 @@ class TicTacToeConfig:
             raise ValueError(f"midgame_starts must be a share within [0, 1], got {self.midgame_starts}")
         if min(self.num_train, self.num_eval, self.num_test) < 0:
             raise ValueError("split sizes must not be negative")
-
-    @classmethod
-    def from_kwargs(cls, **kwargs: object) -> TicTacToeConfig:
-        """Build from keyword arguments, naming any unknown one."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(f"unknown tictactoe setting(s) {unknown}; known: {sorted(known)}")
-        return cls(**kwargs)

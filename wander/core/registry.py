@@ -5,6 +5,7 @@ registers it (so no layer names one above it). Here: the environments, found in 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from collections.abc import Callable, Iterator
@@ -17,6 +18,16 @@ T = TypeVar("T")
 
 EnvironmentLoader = Callable[..., Environment]
 """What a `scheme:address` environment name is built by: `loader(name, **kwargs)`, the whole name passed."""
+
+
+def config_from_kwargs(config_class: type[T], env_name: str, kwargs: dict[str, Any]) -> T:
+    """An env's config dataclass from `load_environment` keyword arguments; TypeError naming any unknown one and the
+    known ones."""
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise TypeError(f"unknown {env_name} setting(s) {unknown}; known: {sorted(known)}")
+    return config_class(**kwargs)
 
 
 class Registry(Generic[T]):

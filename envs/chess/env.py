@@ -25,6 +25,7 @@ from wander.core.evaluation_suite import EvaluationSuite, matrix_suite_specs
 from wander.core.pipeline_hooks import SpecChecks, text_tokens
 from wander.core.policy import Policy
 from wander.core.splits import SPLIT_SEEDS
+from wander.ui.play import Position
 
 SUITE_GAMES = 50
 """Games per cell when `evaluate.games` is null: a win rate's 95% interval is then at most about +-0.14; each game
@@ -190,3 +191,37 @@ class ChessEnv(ChessGame):
             + c.illegal_penalty * values["illegal_moves"]
         )
         return values
+
+    # ----- wander ui: a person plays the opponent (wander/ui/play.py BoardGame) -----
+
+    def play_spec(self, spec: dict, policy_first: bool) -> dict:
+        """The initial position, the policy white when it moves first."""
+        return {**spec, "model_white": policy_first, "start_moves": [], "forced_replies": []}
+
+    def person_side(self, policy_first: bool) -> str:
+        """The person's colour: black against a policy that moves first, else white."""
+        return "black" if policy_first else "white"
+
+    def position(self, state: dict, reply: str | None = None) -> Position:
+        """The board (rank 8 first, a piece's symbol on each square) after the policy's `reply`, and the legal
+        moves of the side to move in the reply format (none once the game is over)."""
+        board, fmt = self.board_of(state), self.config.reply_format
+        if reply is not None:
+            raw = self.parser.parse_answer([{"role": "assistant", "content": reply}])
+            move = read_move(board, raw, fmt)
+            if move is None:
+                raise ValueError(f"{reply[:40]!r} is no legal move here")
+            board.push(move)
+        squares = []
+        for rank in range(7, -1, -1):
+            for file in range(8):
+                piece = board.piece_at(chess.square(file, rank))
+                squares.append(piece.unicode_symbol() if piece else "")
+        over = board.outcome(claim_draw=True) is not None
+        moves = () if over else tuple(sorted(move_text(board, m, fmt) for m in board.legal_moves))
+        hint = "a move in UCI (e2e4)" if fmt == "uci" else "a move in SAN (Nf3)"
+        return Position(tuple(squares), moves, {}, hint)
+
+    def force_reply(self, target: dict, move: str) -> None:
+        """The opponent's next move forced to `move` (in the reply format)."""
+        target["forced_replies"] = [move]

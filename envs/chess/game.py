@@ -27,6 +27,7 @@ from envs.chess.render import (
 )
 from wander.core.environment import Environment
 from wander.core.episode import Episode
+from wander.core.game_outcome import draw, loss, outcome, win
 from wander.core.parser import XMLParser
 from wander.core.policy import Message
 from wander.core.rubric import Rubric
@@ -34,7 +35,6 @@ from wander.core.splits import SeededSplits
 
 CP_CAP = 1000
 """Centipawns at which one move's loss is capped (a lost queen and a missed mate weigh alike), as lichess does."""
-OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 
 
 def opening_moves(seed: int, plies: int) -> list[str]:
@@ -146,6 +146,7 @@ class ChessGame(SeededSplits, Environment):
             "outcome": None,
             "ending": None,
             "opening": None,
+            "forced_replies": list(spec.get("forced_replies", ())),  # the opponent's next moves, when forced
         }
         board = self.board_of(state)
         if color_name(board.turn) != state["color"]:
@@ -220,9 +221,16 @@ class ChessGame(SeededSplits, Environment):
             board.push(move)
 
     def _opponent_plays(self, board: chess.Board, state: dict) -> str:
-        move = choose_move(
-            board, self.pool, self.config.opponent_nodes, state["random_move_prob"], state["seed"]
-        )
+        forced = state.get("forced_replies")
+        if forced:  # a person playing the opponent in `wander ui` (a move in the reply format)
+            text = forced.pop(0)
+            move = read_move(board, text, self.config.reply_format)
+            if move is None:
+                raise ValueError(f"forced opponent move {text!r} is not legal at {board.fen()}")
+        else:
+            move = choose_move(
+                board, self.pool, self.config.opponent_nodes, state["random_move_prob"], state["seed"]
+            )
         board.push(move)
         state["moves"].append(move.uci())
         return move.uci()
@@ -263,11 +271,6 @@ class ChessGame(SeededSplits, Environment):
 # ----- rubric functions: each receives only what it declares -----
 
 
-def outcome(state: dict) -> float:
-    """Win 1, draw 0.5, loss 0 (adjudicated games included)."""
-    return OUTCOME_REWARD.get(state["outcome"], 0.0)
-
-
 def move_quality(state: dict) -> float:
     """Mean over the model's moves of 1 - centipawn loss / 1000 (each loss capped at 1000); 0 with no move."""
     losses = state["cp_losses"]
@@ -277,21 +280,6 @@ def move_quality(state: dict) -> float:
 def illegal_moves(state: dict) -> float:
     """Illegal or unreadable replies in the game."""
     return float(state["illegal"])
-
-
-def win(state: dict) -> float:
-    """1 for a win."""
-    return float(state["outcome"] == "win")
-
-
-def draw(state: dict) -> float:
-    """1 for a draw."""
-    return float(state["outcome"] == "draw")
-
-
-def loss(state: dict) -> float:
-    """1 for a loss."""
-    return float(state["outcome"] not in ("win", "draw"))
 
 
 def any_illegal(state: dict) -> float:

@@ -15,22 +15,11 @@ from wander.core.evaluation_suite import (
     PlotLabels,
     ReportLayout,
 )
+from wander.core.game_outcome import OUTCOME_METRICS, lost, won
 
 DEFAULT_OPPONENTS = ("random", "stockfish-0.5", "stockfish-0")  # weakest first
 SIDES = ("white", "black")
 SIDE_NAMES = (("white", "plays white"), ("black", "plays black"))
-
-
-def _won(ep: Episode) -> float:
-    return float(ep.state.get("outcome") == "win")
-
-
-def _drew(ep: Episode) -> float:
-    return float(ep.state.get("outcome") == "draw")
-
-
-def _lost(ep: Episode) -> float:
-    return float(ep.state.get("outcome") not in ("win", "draw"))
 
 
 def _illegal(ep: Episode) -> float:
@@ -52,10 +41,7 @@ def sample_note(ep: Episode) -> str:
 
 
 METRICS = (
-    Metric("win", RATE, digits=2, read=_won, count="wins"),
-    Metric("draw", RATE, digits=2, read=_drew, count="draws"),
-    Metric("loss", RATE, lower_is_better=True, digits=2, read=_lost, count="losses"),
-    Metric("non_loss", RATE, label="non-loss", digits=2, failures="losses"),
+    *OUTCOME_METRICS,
     Metric(
         "illegal",
         RATE,
@@ -121,7 +107,7 @@ REPORT = ReportLayout(
     overview=("win", "non_loss", "legal_rate", "acpl"),
     extremes=((0, "win"), (0, "loss"), (-1, "loss")),  # the weakest opponent listed first, the strongest last
     outcomes=("win", "draw", "loss"),
-    samples=(("a win", _won), ("a loss", _lost), ("an illegal reply", _illegal)),
+    samples=(("a win", won), ("a loss", lost), ("an illegal reply", _illegal)),
     sample_title=sample_title,
     sample_note=sample_note,
 )

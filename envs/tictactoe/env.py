@@ -8,18 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from envs.tictactoe.board import legal_moves
+from envs.tictactoe.board import legal_moves, play
 from envs.tictactoe.exact import best_after, exact_both_sides, expected_after
 from envs.tictactoe.game import CURVE_OPPONENTS, TicTacToeGame
 from envs.tictactoe.pipeline import TicTacToePipeline
 from wander.core.episode import Episode
 from wander.core.policy import Policy, Reply
+from wander.ui.play import Position
 
 
 class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
     """Multi-turn tic-tac-toe (`TicTacToeGame`) that answers the pipeline (`TicTacToePipeline`) and opts into decision
     branching for GRPO: `candidate_replies` (its legal moves), `expected_outcomes` (a sum over its opponent's
-    answers) and `best_outcomes` (its solver playing on)."""
+    answers) and `best_outcomes` (its solver playing on); and a person plays it against a policy in `wander ui`
+    (wander/ui/play.py `BoardGame`: the free cells are the person's moves)."""
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player, and
@@ -52,3 +54,33 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
         """BestOutcomes: each episode's expected reward and rubric values after its reply, over every answer of its
         opponent, with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
         return best_after(self, branches)
+
+    # ----- wander ui: a person plays the opponent (wander/ui/play.py BoardGame) -----
+
+    def play_spec(self, spec: dict, policy_first: bool) -> dict:
+        """An empty board, the policy's mark X when it moves first."""
+        return {**spec, "model_starts": policy_first, "start_moves": [], "forced_replies": []}
+
+    def person_side(self, policy_first: bool) -> str:
+        """The person's mark: O against a policy that starts, else X."""
+        return "O" if policy_first else "X"
+
+    def position(self, state: dict, reply: str | None = None) -> Position:
+        """The board after the policy's `reply` (its mark on the cell), each free cell a move by its number."""
+        board = state["board"]
+        if reply is not None:
+            cell = self.move_of(reply, board)
+            if cell is None:
+                raise ValueError(f"{reply[:40]!r} plays no free cell")
+            board = play(board, cell, state["mark"])
+        free = tuple(str(c) for c in legal_moves(board))  # none once a line is won
+        return Position(
+            tuple("" if c == "." else c for c in board),
+            free,
+            {int(c): c for c in free},
+            "a free cell's number",
+        )
+
+    def force_reply(self, target: dict, move: str) -> None:
+        """The opponent's next move forced to the cell `move`."""
+        target["forced_replies"] = [int(move)]

@@ -25,13 +25,13 @@ from envs.tictactoe.render import STATUS, SYSTEM_PROMPTS, reply_text, user_messa
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES, TicTacToeConfig
 from wander.core.environment import Environment
 from wander.core.episode import Episode
+from wander.core.game_outcome import draw, loss, outcome, win
 from wander.core.parser import XMLParser
 from wander.core.policy import Message
 from wander.core.rubric import Rubric
 
 CELLS = {str(c): c for c in range(9)}
 CURVE_OPPONENTS = {"minimax-0": 0.0, "random": 1.0}
-OUTCOME_REWARD = {"win": 1.0, "draw": 0.5, "loss": 0.0}
 
 
 def model_starts(seed: int) -> bool:
@@ -319,29 +319,9 @@ class TicTacToeGame(Environment):
 # ----- rubric functions: each receives only what it declares -----
 
 
-def outcome(state: dict) -> float:
-    """Win 1, draw 0.5, loss 0."""
-    return OUTCOME_REWARD.get(state["outcome"], 0.0)
-
-
 def any_invalid(state: dict) -> float:
     """1 when the game had an invalid move."""
     return float(state["invalid"] > 0)
-
-
-def win(state: dict) -> float:
-    """1 for a win."""
-    return float(state["outcome"] == "win")
-
-
-def draw(state: dict) -> float:
-    """1 for a draw."""
-    return float(state["outcome"] == "draw")
-
-
-def loss(state: dict) -> float:
-    """1 for a loss (including running out of turns)."""
-    return float(state["outcome"] not in ("win", "draw"))
 
 
 def invalid_moves(state: dict) -> float:

@@ -18,22 +18,11 @@ from wander.core.evaluation_suite import (
     PlotLabels,
     ReportLayout,
 )
+from wander.core.game_outcome import OUTCOME_METRICS, lost, won
 
 DEFAULT_OPPONENTS = ("random", "minimax-0.75", "minimax-0.5", "minimax-0.25", "minimax-0")  # weakest first
 SIDES = ("first", "second")
 SIDE_NAMES = (("first", "moves first"), ("second", "moves second"))
-
-
-def _won(ep: Episode) -> float:
-    return float(ep.state.get("outcome") == "win")
-
-
-def _drew(ep: Episode) -> float:
-    return float(ep.state.get("outcome") == "draw")
-
-
-def _lost(ep: Episode) -> float:
-    return float(ep.state.get("outcome") not in ("win", "draw"))  # out of turns is a loss
 
 
 def _invalid(ep: Episode) -> float:
@@ -53,10 +42,7 @@ def sample_note(ep: Episode) -> str:
 
 
 METRICS = (
-    Metric("win", RATE, digits=2, read=_won, count="wins"),
-    Metric("draw", RATE, digits=2, read=_drew, count="draws"),
-    Metric("loss", RATE, lower_is_better=True, digits=2, read=_lost, count="losses"),
-    Metric("non_loss", RATE, label="non-loss", digits=2, failures="losses"),
+    *OUTCOME_METRICS,
     Metric("invalid", RATE, lower_is_better=True, digits=2, read=_invalid, count="invalid_games"),
     Metric(
         "move_optimality",
@@ -94,7 +80,7 @@ REPORT = ReportLayout(
     overview=("non_loss", "invalid"),
     extremes=((0, "win"), (0, "loss"), (-1, "loss")),  # the weakest opponent listed first, the strongest last
     outcomes=("win", "draw", "loss"),
-    samples=(("a win", _won), ("a loss", _lost), ("an invalid move", _invalid)),
+    samples=(("a win", won), ("a loss", lost), ("an invalid move", _invalid)),
     sample_title=sample_title,
     sample_note=sample_note,
 )

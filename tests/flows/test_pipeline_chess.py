@@ -7,13 +7,19 @@ what the rules make of them (forfeits), the scripted rows for what the engine gu
 from __future__ import annotations
 
 import csv
+import html
 import math
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from envs.chess.suite import DEFAULT_OPPONENTS, SIDES
+from flows.ui import run_config
+from wander.eval.episodes_file import read_episodes
+from wander.policies.openai_server import serve_in_thread
+from wander.ui.app import create_app
 
 from .smoke_outputs import lineage, read_json, read_jsonl, run_params
 
@@ -96,3 +102,24 @@ def test_the_matrix_holds_what_the_rules_and_the_engine_guarantee(project: Path)
             assert int(r["losses"]) == int(r["games"]), r
     register = read_json(project, "data/metrics/register.json")
     assert register["version"] == 1 and register["promoted"] is True
+
+
+@pytest.mark.slow
+def test_the_ui_replays_the_engines_evaluation_games_move_by_move(project: Path) -> None:
+    app = create_app(run_config(project / "params.yaml"))
+    where = "policy=stockfish&opponent=random&side=white&index=0"
+    with serve_in_thread(app, api_path="", probe_path="/play") as url:
+        first = httpx.get(f"{url}/episodes/game?{where}&move=1", timeout=60)
+        whole = httpx.get(f"{url}/episodes/game?{where}", timeout=60)
+    assert first.status_code == whole.status_code == 200, first.text[-500:]
+    game = next(
+        e
+        for e in read_episodes(project / "data/eval/episodes.jsonl.gz")
+        if (e["policy"], e["opponent"], e["side"]) == ("stockfish", "random", "white")
+    )
+    replies = [m["content"] for m in game["messages"] if m["role"] == "assistant"]
+    # After one reply: the engine's first move and the position it answers; at the end every move and the rubric.
+    assert f"After reply 1 of {len(replies)}" in first.text and html.escape(replies[0]) in first.text
+    shown = [page.text.count('class="msg assistant"') for page in (first, whole)]
+    assert shown == [1, len(replies)] and len(replies) > 1
+    assert all(html.escape(r) in whole.text for r in replies) and "acpl" in whole.text

@@ -27,6 +27,10 @@ td, th { border: 1px solid #ccd; padding: 0.25em 0.6em; text-align: left; font-s
 .board button, .board span { width: 3.2em; height: 3.2em; font-size: 1.4em; font-weight: 700; border: 1px solid #99a;
   background: white; display: flex; align-items: center; justify-content: center; }
 .board button { cursor: pointer; color: #99a; font-size: 0.9em; }
+.board.fine { grid-template-columns: repeat(var(--n), 2.2em); gap: 0; }
+.board.fine span { width: 1.6em; height: 1.6em; font-size: 1.4em; font-weight: 400; border: none; }
+.board.fine span.dark { background: #b7c0d8; }
+.moves button { font-family: monospace; margin: 1px; }
 .side { display: flex; gap: 2em; align-items: flex-start; flex-wrap: wrap; }
 .msg { background: white; border: 1px solid #dde; border-radius: 4px; margin: 0.3em 0; padding: 0.3em 0.6em; }
 .msg.assistant { border-left: 4px solid #3a7bd5; } .msg.user { border-left: 4px solid #999; }
@@ -86,24 +90,46 @@ def messages(conversation: Sequence[dict]) -> str:
     )
 
 
-def board(cells: str, clickable: Iterable[int] = (), action: str = "", hidden: dict | None = None) -> str:
-    """A square board from its cell string ('.' empty); each cell in `clickable` is a button posting `cell`."""
-    n = max(1, math.isqrt(len(cells)))
-    open_cells = set(clickable)
-    fields = "".join(
+def board(
+    squares: Sequence[str],
+    clickable: dict[int, str] | None = None,
+    action: str = "",
+    hidden: dict | None = None,
+) -> str:
+    """A square board from its squares row by row ('' empty); each square in `clickable` is a button posting its
+    move as `move`. Boards wider than 3 are drawn small and checkered (chess)."""
+    n = max(1, math.isqrt(len(squares)))
+    clickable = clickable or {}
+    fine = n > 3
+    squares_html = []
+    for i, label in enumerate(squares):
+        if i in clickable:
+            move = escape(clickable[i])
+            squares_html.append(
+                f'<button name="move" value="{move}" aria-label="cell {i}" data-cell="{i}">{move}</button>'
+            )
+        else:
+            dark = ' class="dark"' if fine and (i // n + i % n) % 2 else ""
+            squares_html.append(f'<span data-cell="{i}"{dark}>{escape(label)}</span>')
+    grid = f'<div class="board{" fine" if fine else ""}" style="--n:{n}">{"".join(squares_html)}</div>'
+    return (
+        f'<form method="post" action="{escape(action)}">{_fields(hidden)}{grid}</form>' if clickable else grid
+    )
+
+
+def move_buttons(moves: Sequence[str], action: str, hidden: dict | None = None) -> str:
+    """One button per move, each posting it as `move`."""
+    buttons = "".join(
+        f'<button name="move" value="{escape(m)}" data-move="{escape(m)}">{escape(m)}</button>' for m in moves
+    )
+    return f'<form method="post" action="{escape(action)}" class="moves">{_fields(hidden)}{buttons}</form>'
+
+
+def _fields(hidden: dict | None) -> str:
+    return "".join(
         f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">'
         for k, v in (hidden or {}).items()
     )
-    squares = []
-    for i, mark in enumerate(cells):
-        if i in open_cells:
-            squares.append(
-                f'<button name="cell" value="{i}" aria-label="cell {i}" data-cell="{i}">{i}</button>'
-            )
-        else:
-            squares.append(f'<span data-cell="{i}">{escape(mark if mark != "." else "")}</span>')
-    grid = f'<div class="board" style="--n:{n}">{"".join(squares)}</div>'
-    return f'<form method="post" action="{escape(action)}">{fields}{grid}</form>' if open_cells else grid
 
 
 def line_chart(title: str, points: Sequence[tuple[float, float]], width: int = 300, height: int = 150) -> str:

@@ -1,9 +1,9 @@
 """Games a person plays in `wander ui`: against a policy on a board game, or typing a policy's turns in any env.
 
-A board game is an env that opts in (`BoardGame`): its episode state holds the board as a string of cells ('.'
-empty) and the model's `mark`, and its opponent's replies can be forced through the state's `forced_replies` (as
-exact evaluation forces them; tic-tac-toe has all three). The person is that opponent: the policy's reply is held
-until the person picks a cell, then the env plays both moves with the person's forced, so the episode is the env's
+A board game is an env that opts in (`BoardGame`): it says what the person sees at a position (`Position`: the
+board's squares and the moves the person may play) and lets the opponent's next move be forced (as exact
+evaluation forces it; tic-tac-toe and chess have all three). The person is that opponent: the policy's reply is held
+until the person picks a move, then the env plays both moves with the person's forced, so the episode is the env's
 own (same messages, rubric, reward). Every raw reply is kept with whether the env accepted it.
 """
 
@@ -27,16 +27,38 @@ class PlayError(ValueError):
     """Input a game cannot take (a bad move text, a taken cell, a finished game): the message says what to do."""
 
 
+@dataclass(frozen=True)
+class Position:
+    """What the person sees: the board's squares row by row (a label each, '' empty) and the moves they may play,
+    as they type them; `square_moves` maps a square to the move a click on it plays (tic-tac-toe's free cells)."""
+
+    squares: tuple[str, ...]
+    moves: tuple[str, ...]
+    square_moves: dict[int, str] = field(default_factory=dict)
+    # What a move is, for the person: "a free cell's number", "a move in UCI (e2e4)".
+    move_hint: str = "a move"
+
+
 @runtime_checkable
 class BoardGame(Protocol):
     """An env whose episodes a person can play as the opponent (see the module docstring)."""
 
-    def move_of(self, reply: str, board: str) -> int | None:
-        """The cell `reply` plays at `board`; None for no move, an off-board or a taken cell."""
+    def play_spec(self, spec: dict, policy_first: bool) -> dict:
+        """`spec` as a game from the start position, the policy moving first or second, no opponent move forced."""
         ...
 
-    def reply_for(self, board: str, cell: int) -> str:
-        """The reply that plays `cell` at `board`."""
+    def person_side(self, policy_first: bool) -> str:
+        """The person's side (mark or colour) when the policy moves first or second."""
+        ...
+
+    def position(self, state: dict, reply: str | None = None) -> Position:
+        """The position at an episode's `state` after the policy's `reply` (None: as it stands); a ValueError when
+        the env would not take `reply` as a move there."""
+        ...
+
+    def force_reply(self, target: dict, move: str) -> None:
+        """Force the opponent's next move to the person's `move` (a `Position`'s): in a spec, or an episode state,
+        whose `forced_replies` list holds the moves still to force."""
         ...
 
 
@@ -57,12 +79,12 @@ class Game:
     env: Environment
     policy_name: str
     policy: Policy | None
-    person_mark: str | None  # board games: the person's mark; None: the person types the policy's turns
+    person_mark: str | None  # board games: the person's side; None: the person types the policy's turns
     episode: Episode | None
     spec: dict
     pending: str | None = None  # the policy's move, held until the person answers it
     turns: list[Turn] = field(default_factory=list)
-    empty_board: str = ""
+    start: Position | None = None  # board games: the position before the first move
 
     @property
     def board_game(self) -> bool:
@@ -74,20 +96,13 @@ class Game:
         """Whether the episode is over."""
         return self.episode is not None and self.episode.done
 
-    def board(self) -> str:
-        """The board the person sees: after the policy's held move, if any."""
+    def position(self) -> Position:
+        """The position the person sees: after the policy's held move, if any; no moves once the game is over."""
         if self.episode is None:
-            return self.empty_board
-        cells = self.episode.state["board"]
-        if self.pending is not None:
-            cell = self.env.move_of(self.pending, cells)
-            assert cell is not None  # only valid moves are held
-            cells = cells[:cell] + self.episode.state["mark"] + cells[cell + 1 :]
-        return cells
-
-    def open_cells(self) -> list[int]:
-        """The cells the person may pick now (none once the game is over)."""
-        return [] if self.done else [i for i, c in enumerate(self.board()) if c == "."]
+            assert self.start is not None
+            return self.start
+        seen = self.env.position(self.episode.state, self.pending)
+        return Position(seen.squares, (), {}, seen.move_hint) if self.done else seen
 
 
 class Games:
@@ -140,16 +155,10 @@ def new_game(
     if person_side not in ("first", "second"):
         raise PlayError(f"side {person_side!r}: choose 'first' or 'second'")
     policy_first = person_side == "second"
-    spec = {**spec, "model_starts": policy_first, "start_moves": [], "forced_replies": []}
-    # The empty board and each side's mark, read from the env: the mover's mark when it starts, and when it answers.
-    opening = env.start({**spec, "model_starts": True})
-    answering = env.start(
-        {**spec, "model_starts": False, "forced_replies": [opening.state["board"].index(".")]}
-    )
-    person_mark = answering.state["mark"] if policy_first else opening.state["mark"]
-    game = Game(
-        game_id, env, policy_name, policy, person_mark, None, spec, empty_board=opening.state["board"]
-    )
+    spec = env.play_spec(spec, policy_first)
+    # Before the first move: the start position as the policy would face it, the person's moves the same ones.
+    start = env.position(env.start(env.play_spec(spec, True)).state)
+    game = Game(game_id, env, policy_name, policy, env.person_side(policy_first), None, spec, start=start)
     if policy_first:
         game.episode = env.start(spec)
         policy_turn(game)
@@ -157,25 +166,27 @@ def new_game(
 
 
 def person_move(game: Game, text: str) -> None:
-    """The person's move: a cell number; then the policy answers."""
+    """The person's move; then the policy answers."""
     if not game.board_game:  # a form posted to the wrong game's page: no board to move on
         raise PlayError("this game has no board: type the policy's turn, or let the policy play it")
     if game.done:
         raise PlayError("this game is over: start a new one")
-    try:
-        cell = int(str(text).strip())
-    except ValueError:
-        raise PlayError(f"bad move {text!r}: give a cell number from 0 to {len(game.board()) - 1}") from None
-    if cell not in game.open_cells():
-        raise PlayError(f"cell {cell} is not free on this board: pick one of {game.open_cells()}")
+    move, seen = str(text).strip(), game.position()
+    if move not in seen.moves:
+        shown = ", ".join(seen.moves[:40]) + (" ..." if len(seen.moves) > 40 else "")
+        raise PlayError(f"{move[:20]!r} is not a move here: give {seen.move_hint}, one of {shown}")
+    env = game.env
+    assert isinstance(env, BoardGame)
     if game.episode is None:  # the person opens: the env plays it as its opponent's first move
-        game.episode = game.env.start({**game.spec, "model_starts": False, "forced_replies": [cell]})
+        spec = dict(game.spec)
+        env.force_reply(spec, move)
+        game.episode = game.env.start(spec)
     else:
         assert game.pending is not None
-        game.episode.state["forced_replies"] = [cell]
+        env.force_reply(game.episode.state, move)
         _advance(game, game.pending)
         game.pending = None
-    game.turns.append(Turn("person", str(cell), True))
+    game.turns.append(Turn("person", move, True))
     if not game.done:
         policy_turn(game)
 
@@ -186,36 +197,45 @@ def policy_turn(game: Game) -> None:
     An invalid reply is played at once (the env counts it and asks again, or ends the game at its turn limit); a
     valid one that ends the game is played; any other is held for the person's answer.
     """
-    assert game.policy is not None and game.episode is not None
+    env = game.env
+    assert game.policy is not None and game.episode is not None and isinstance(env, BoardGame)
     while not game.done:
-        raw = game.policy([game.env.observation(game.episode)])[0].content
-        cells = game.episode.state["board"]
-        if game.env.move_of(raw, cells) is None:
-            game.turns.append(Turn(game.policy_name, raw, False))
+        raw = game.policy([env.observation(game.episode)])[0].content
+        after = _position_after(game, raw)
+        game.turns.append(Turn(game.policy_name, raw, after is not None))
+        if after is None:
             _advance(game, raw)
             continue
-        game.turns.append(Turn(game.policy_name, raw, True))
-        cell, mark = game.env.move_of(raw, cells), game.episode.state["mark"]
-        after = cells[:cell] + mark + cells[cell + 1 :]
-        # Probe a copy with any free cell forced as the answer: if the board stays as the policy left it, its move
-        # ended the game (a win, a draw, the turn limit) and the copy is the episode; else the person answers.
+        # Probe a copy with one of the person's moves forced as the answer: if the board stays as the policy left
+        # it, its move ended the game (a win, a draw, the turn limit) and the copy is the episode; else the person
+        # answers.
         trial = copy.deepcopy(game.episode)
-        trial.state["forced_replies"] = [i for i, c in enumerate(after) if c == "."][:1]
-        game.env.advance(trial, Reply(raw))
-        if trial.state["board"] == after:
+        if after.moves:
+            env.force_reply(trial.state, after.moves[0])
+        env.advance(trial, Reply(raw))
+        if env.position(trial.state).squares == after.squares:
             trial.state["forced_replies"] = []  # the probe was never played
             game.episode = trial
             if trial.done:
-                game.env.score([trial])
+                env.score([trial])
             continue
         game.pending = raw
         return
 
 
+def _position_after(game: Game, raw: str) -> Position | None:
+    """The position after the policy's reply `raw`; None when the env would not take it as a move."""
+    assert game.episode is not None
+    try:
+        return game.env.position(game.episode.state, raw)
+    except ValueError:
+        return None
+
+
 def typed_turn(game: Game, text: str | None) -> None:
     """Any env: the person's text as the policy's turn, or (None) the policy's own reply."""
     if game.board_game:  # typed text would bypass the held move and the person's forced reply
-        raise PlayError("in a board game you play the opponent: pick a free cell")
+        raise PlayError("in a board game you play the opponent: pick your move")
     if game.done:
         raise PlayError("this episode is over: start a new one")
     assert game.episode is not None

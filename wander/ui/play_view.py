@@ -9,7 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from wander.ui.guard import token_field
-from wander.ui.pages import board, fmt, messages, page, table
+from wander.ui.pages import board, fmt, messages, move_buttons, page, table
 from wander.ui.play import Game, PlayError, new_game, person_move, typed_turn
 
 router = APIRouter()
@@ -79,9 +79,9 @@ def play_game(request: Request, game_id: str) -> HTMLResponse:
 
 
 @router.post("/play/{game_id}/move", response_class=HTMLResponse)
-def play_move(request: Request, game_id: str, cell: str = Form("")) -> HTMLResponse:
+def play_move(request: Request, game_id: str, move: str = Form("")) -> HTMLResponse:
     """The person's move on a board game."""
-    return _act(request, game_id, lambda game: person_move(game, cell))
+    return _act(request, game_id, lambda game: person_move(game, move))
 
 
 @router.post("/play/{game_id}/turn", response_class=HTMLResponse)
@@ -117,12 +117,16 @@ def game_page(game: Game, token: str, error: str | None = None) -> str:
     """The page of one game; `token` is the server's CSRF token, which its forms carry."""
     title = f"{game.env.name}: you against {game.policy_name}"
     if game.board_game:
+        seen, action, hidden = game.position(), f"/play/{game.id}/move", {"csrf": token}
         side = f"<p>You play <b id='person-mark'>{escape(str(game.person_mark))}</b>.</p>"
-        left = side + board(game.board(), game.open_cells(), f"/play/{game.id}/move", {"csrf": token})
+        left = side + board(seen.squares, seen.square_moves, action, hidden)
+        if seen.moves and not seen.square_moves:  # moves no square click names (chess): a button each
+            left += f"<p>Your legal moves:</p>{move_buttons(seen.moves, action, hidden)}"
         if not game.done:
             left += (
-                f'<form method="post" action="/play/{game.id}/move">{token_field(token)}<label>or type a cell '
-                '<input name="cell" size="4" id="cell-text"></label> <button type="submit">Play</button></form>'
+                f'<form method="post" action="{action}">{token_field(token)}<label>or type '
+                f'{escape(seen.move_hint)} <input name="move" size="8" id="move-text"></label> '
+                '<button type="submit">Play</button></form>'
             )
     else:
         left = messages(game.episode.messages if game.episode else [])

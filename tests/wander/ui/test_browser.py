@@ -1,5 +1,5 @@
 """`wander ui` in a real browser: headless Chromium (Debian's, `make browser`) driven by Playwright plays a whole game
-through the page, shows the champion's invalid replies as such, refuses bad input on the page, replays an
+through the page, a chess game's first moves, shows the champion's invalid replies as such, refuses bad input on the page, replays an
 evaluation game move by move, and shows the lineage and curves; each view is screenshotted."""
 
 from __future__ import annotations
@@ -48,6 +48,27 @@ def test_a_person_plays_a_whole_game_against_a_scripted_policy(ui_url, browser_p
 
 
 @pytest.mark.slow
+def test_a_person_plays_chess_against_the_engine(ui_url, browser_page, tmp_path):
+    page = browser_page
+    page.goto(ui_url + "/play")
+    page.fill("input[name=policy]", "stockfish")
+    page.fill("input[name=env]", "chess")
+    page.check("input[name=side][value=first]")
+    page.click("#start")
+    assert page.inner_text("#person-mark") == "white"
+    assert page.locator(".board [data-cell]").count() == 64 and page.locator(".moves button").count() == 20
+    page.click(".moves button[data-move=e2e4]")
+    assert page.inner_text(".board [data-cell='36']") == "♙"  # e4: rank 4 is the fifth row from the top
+    assert "<move>" in page.inner_text("#replies")  # the engine's raw reply, then the person's next moves
+    assert page.locator(".moves button").count() > 20
+    page.fill("#move-text", "e4e5x")
+    page.click("form:has(#move-text) button")
+    assert "'e4e5x' is not a move here: give a move in UCI (e2e4)" in page.inner_text(".error")
+    page.screenshot(path=str(tmp_path / "chess.png"), full_page=True)
+    assert (tmp_path / "chess.png").stat().st_size > 5_000
+
+
+@pytest.mark.slow
 def test_the_champions_invalid_replies_are_shown_and_bad_input_is_refused_on_the_page(ui_url, browser_page):
     page = browser_page
     page.goto(ui_url + "/play")
@@ -59,9 +80,9 @@ def test_the_champions_invalid_replies_are_shown_and_bad_input_is_refused_on_the
     page.goto(ui_url + "/play")
     page.fill("input[name=policy]", "minimax")
     page.click("#start")
-    page.fill("#cell-text", "nine")
-    page.click("form:has(#cell-text) button")
-    assert "bad move 'nine'" in page.inner_text(".error")
+    page.fill("#move-text", "nine")
+    page.click("form:has(#move-text) button")
+    assert "'nine' is not a move here: give a free cell's number" in page.inner_text(".error")
     page.goto(ui_url + "/play")
     page.fill("input[name=policy]", "no/such/model")
     page.click("#start")

@@ -120,7 +120,7 @@ class UIFuzzer(Fuzzer):
         rng = self.rng
         game = rng.choice(self.games + ["nope", "g0-00000000", "%00", "x" * 300])
         if rng.random() < 0.5:
-            fields = [("cell", rng.choice(TEXTS[:6] + [str(rng.randrange(-3, 12))]))]
+            fields = [("move", rng.choice(TEXTS[:6] + [str(rng.randrange(-3, 12))]))]
             path = f"/play/{quote(game)}/move"
         else:
             fields = [("text", rng.choice(TEXTS)), ("who", rng.choice(["person", "policy", "", "x"]))]
@@ -229,10 +229,10 @@ def test_the_ui_process_takes_thousands_of_hostile_requests_without_a_5xx_and_go
             page = httpx.get(f"{url}/play/{game}", timeout=30).text
             if 'id="game-over"' in page:
                 break
-            cell = re.search(r'name="cell" value="(\d+)"', page).group(1)
+            cell = re.search(r'name="move" value="(\d+)"', page).group(1)
             move = httpx.post(
                 f"{url}/play/{game}/move",
-                data={"csrf": token, "cell": cell},
+                data={"csrf": token, "move": cell},
                 headers={"Origin": url},
                 timeout=60,
             )

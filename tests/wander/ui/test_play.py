@@ -48,9 +48,9 @@ def test_a_person_plays_the_envs_own_game_against_minimax(env, side):
     game = new_game(Games(seed=3), env, "minimax", MinimaxPlayer(0.0, seed=0), side)
     person_cells = []
     while not game.done:
-        cell = game.open_cells()[-1]
-        person_move(game, str(cell))
-        person_cells.append(cell)
+        cell = game.position().moves[-1]
+        person_move(game, cell)
+        person_cells.append(int(cell))
     ep = game.episode
     assert ep.state["outcome"] in ("win", "draw") and set(ep.values) == set(env.rubric.names)
     # The same game is the env's own: its opponent forced to the person's moves replays to the same record.
@@ -68,11 +68,11 @@ def test_bad_moves_and_invalid_replies(env):
         ("<move>9</move>", False),
         ("<move>4</move>", True),
     ]
-    assert game.episode.state["invalid"] == 2 and game.board()[4] != "."
+    assert game.episode.state["invalid"] == 2 and game.position().squares[4] == "X"
     for text, reason in [
-        ("nine", "bad move 'nine'"),
-        ("4", "cell 4 is not free"),
-        ("12", "cell 12 is not free"),
+        ("nine", "'nine' is not a move here: give a free cell's number, one of 0, 1, 2, 3, 5,"),
+        ("4", "'4' is not a move here"),
+        ("12", "'12' is not a move here"),
     ]:
         with pytest.raises(PlayError, match=reason):
             person_move(game, text)
@@ -80,7 +80,7 @@ def test_bad_moves_and_invalid_replies(env):
         typed_turn(
             game, "<move>0</move>"
         )  # a typed turn would skip the held move: refused, the game unchanged
-    assert game.board()[4] != "." and len(game.turns) == 3
+    assert game.position().squares[4] == "X" and len(game.turns) == 3
     with pytest.raises(PlayError, match="no game 'x'"):
         Games().get("x")
     with pytest.raises(PlayError, match="choose 'first' or 'second'"):
@@ -93,7 +93,7 @@ def test_the_policy_ending_the_game_on_its_move_ends_it(env):
     )
     person_move(game, "3")
     person_move(game, "4")
-    assert game.done and game.episode.state["outcome"] == "win" and game.open_cells() == []
+    assert game.done and game.episode.state["outcome"] == "win" and game.position().moves == ()
     with pytest.raises(PlayError, match="over"):
         person_move(game, "5")
 

@@ -1,15 +1,15 @@
-"""A scripted policy shared by the env tests: fixed replies in order, whatever the conversation."""
+"""A scripted policy shared by the tests that play games turn by turn: fixed replies in order."""
 
 from __future__ import annotations
 
 from wander import Reply
 
 
-class Scripted:
-    """Answers the given replies in order, whatever the conversation."""
+class Says:
+    """A policy that replies with the given texts in turn, whatever the conversation."""
 
-    def __init__(self, *replies: str):
-        self.replies = list(replies)
+    def __init__(self, *texts: str):
+        self.texts = list(texts)
 
     def __call__(self, conversations):
-        return [Reply(self.replies[sum(m["role"] == "assistant" for m in c)]) for c in conversations]
+        return [Reply(self.texts.pop(0)) for _ in conversations]

@@ -6,22 +6,12 @@ from __future__ import annotations
 import chess
 import pytest
 
+from tests.envs.scripted import Says
 from wander import load_environment
-from wander.core.policy import Reply
 from wander.core.replay import replay_problems
 from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move
 
 SMALL = {"num_train": 8, "num_eval": 8, "num_test": 8, "max_turns": 3}
-
-
-class Says:
-    """A policy that replies with the given texts in turn."""
-
-    def __init__(self, *texts: str):
-        self.texts = list(texts)
-
-    def __call__(self, conversations):
-        return [Reply(self.texts.pop(0)) for _ in conversations]
 
 
 @pytest.fixture(scope="module")

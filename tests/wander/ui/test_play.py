@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from envs.tictactoe import MinimaxPlayer
+from tests.envs.scripted import Says
 from wander import load_environment
-from wander.core.policy import Reply
 from wander.core.replay import replay_problems
 from wander.eval.config import EvaluateConfig
 from wander.eval.episodes_file import read_episodes, write_episodes
@@ -25,16 +25,6 @@ from wander.ui.run_files import RunFiles, RunMissing
 from .conftest import post_form
 
 SETTINGS = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8)
-
-
-class Says:
-    """A policy that replies with the given texts in turn."""
-
-    def __init__(self, *texts: str):
-        self.texts = list(texts)
-
-    def __call__(self, conversations):
-        return [Reply(self.texts.pop(0)) for _ in conversations]
 
 
 @pytest.fixture(scope="module")

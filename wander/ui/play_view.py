@@ -13,7 +13,6 @@ from wander.ui.pages import board, fmt, messages, move_buttons, page, table
 from wander.ui.play import Game, PlayError, new_game, person_move, typed_turn
 
 router = APIRouter()
-SCRIPTED = ("minimax", "random", "teacher", "expert-0.25")
 
 
 def _state(request: Request):
@@ -28,9 +27,13 @@ def play_home(request: Request) -> HTMLResponse:
 
 def new_game_form(ui, policy: str = "champion", env_name: str | None = None) -> str:
     """The form that starts a game: policy, environment and side."""
-    names = ["champion", *(name for name, _ in ui.run.lineage()), *SCRIPTED]
-    options = "".join(f'<option value="{escape(n)}">' for n in names)
     env_name = env_name or ui.run.config.env_name
+    try:  # the env's scripted rows and its teacher, when the env loads (a bad name is said when a game starts)
+        scripted = [*ui.environment(env_name).reference_policies, "teacher"]
+    except (PlayError, ValueError):
+        scripted = []
+    names = ["champion", *(name for name, _ in ui.run.lineage()), *scripted]
+    options = "".join(f'<option value="{escape(n)}">' for n in names)
     return (
         f'<form method="post" action="/play/new" id="new-game">{token_field(ui.csrf)}'
         f'<p><label>Policy <input name="policy" value="{escape(policy)}" list="policies" size="40"></label> '

@@ -155,3 +155,17 @@ def test_a_model_plays_each_env_with_that_envs_reply_budget(run_root, run_config
     # a move fits in 16 tokens; a reversal needs its longest text's (74 with reverse_text's own 3 strata), more
     # than the 64 every env was once cut at
     assert budgets == {"tictactoe": 16, "reverse_text": 74}
+
+
+def test_the_form_suggests_each_envs_scripted_players(run_config):
+    from wander.ui.app import UIState
+    from wander.ui.play_view import new_game_form
+
+    state = UIState(run_config)
+    for env_name, players in (("tictactoe", ("minimax", "random")), ("chess", ("random", "stockfish"))):
+        form = new_game_form(state, env_name=env_name)
+        assert all(f'<option value="{p}">' in form for p in (*players, "teacher", "champion")), env_name
+    assert '<option value="minimax">' not in new_game_form(state, env_name="chess")
+    assert '<option value="teacher">' not in new_game_form(
+        state, env_name="os"
+    )  # not an env: nothing to suggest

@@ -6,10 +6,11 @@ from __future__ import annotations
 import chess
 import pytest
 
-from tests.envs.scripted import Says
 from wander import load_environment
 from wander.core.replay import replay_problems
 from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move
+
+from ..scripted import Says
 
 SMALL = {"num_train": 8, "num_eval": 8, "num_test": 8, "max_turns": 3}
 

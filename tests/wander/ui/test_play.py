@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from envs.tictactoe import MinimaxPlayer
-from tests.envs.scripted import Says
 from wander import load_environment
 from wander.core.replay import replay_problems
 from wander.eval.config import EvaluateConfig
@@ -22,6 +21,7 @@ from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move, t
 from wander.ui.run_config import RunConfig
 from wander.ui.run_files import RunFiles, RunMissing
 
+from ...envs.scripted import Says
 from .conftest import post_form
 
 SETTINGS = dict(rendering="compact", num_groups=2, num_train=32, num_eval=8, num_test=8)

@@ -19,13 +19,12 @@ from envs.chess.game import CP_CAP, ChessGame
 from envs.chess.players import OPPONENT_PREFIX, EnginePlayer, opponent_skill
 from envs.chess.render import STATUS, color_name, move_text, read_move, user_message
 from envs.chess.suite import SUITE
-from wander.core.capabilities import Branches
+from wander.core.capabilities import Branches, Position
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite, matrix_suite_specs
 from wander.core.pipeline_hooks import SpecChecks, text_tokens
 from wander.core.policy import Policy
 from wander.core.splits import SPLIT_SEEDS
-from wander.ui.play import Position
 
 SUITE_GAMES = 50
 """Games per cell when `evaluate.games` is null: a win rate's 95% interval is then at most about +-0.14; each game

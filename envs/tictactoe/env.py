@@ -12,9 +12,9 @@ from envs.tictactoe.board import legal_moves, play
 from envs.tictactoe.exact import best_after, exact_both_sides, expected_after
 from envs.tictactoe.game import CURVE_OPPONENTS, TicTacToeGame
 from envs.tictactoe.pipeline import TicTacToePipeline
+from wander.core.capabilities import Position
 from wander.core.episode import Episode
 from wander.core.policy import Policy, Reply
-from wander.ui.play import Position
 
 
 class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):

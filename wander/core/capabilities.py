@@ -10,6 +10,7 @@ solve itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from wander.core.episode import Episode
@@ -94,6 +95,42 @@ class Augmentation(Protocol):
 
     def equivalent_games(self, messages: list[dict]) -> list[list[dict]]:
         """The other games equivalent to this one (not itself)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Position:
+    """What the person sees: the board's squares row by row (a label each, '' empty) and the moves they may play,
+    as they type them; `square_moves` maps a square to the move a click on it plays (tic-tac-toe's free cells)."""
+
+    squares: tuple[str, ...]
+    moves: tuple[str, ...]
+    square_moves: dict[int, str] = field(default_factory=dict)
+    # What a move is, for the person: "a free cell's number", "a move in UCI (e2e4)".
+    move_hint: str = "a move"
+
+
+@runtime_checkable
+class BoardGame(Protocol):
+    """An env whose episodes a person can play as its opponent in `wander ui` (wander/ui/play.py): the policy's move is
+    held until the person answers, then the env plays both, the person's move forced as its opponent's reply."""
+
+    def play_spec(self, spec: dict, policy_first: bool) -> dict:
+        """`spec` as a game from the start position, the policy moving first or second, no opponent move forced."""
+        ...
+
+    def person_side(self, policy_first: bool) -> str:
+        """The person's side (mark or colour) when the policy moves first or second."""
+        ...
+
+    def position(self, state: dict, reply: str | None = None) -> Position:
+        """The position at an episode's `state` after the policy's `reply` (None: as it stands); a ValueError when
+        the env would not take `reply` as a move there."""
+        ...
+
+    def force_reply(self, target: dict, move: str) -> None:
+        """Force the opponent's next move to the person's `move` (a `Position`'s): in a spec, or an episode state,
+        whose `forced_replies` list holds the moves still to force."""
         ...
 
 

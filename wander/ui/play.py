@@ -1,10 +1,10 @@
 """Games a person plays in `wander ui`: against a policy on a board game, or typing a policy's turns in any env.
 
-A board game is an env that opts in (`BoardGame`): it says what the person sees at a position (`Position`: the
-board's squares and the moves the person may play) and lets the opponent's next move be forced (as exact
-evaluation forces it; tic-tac-toe and chess have all three). The person is that opponent: the policy's reply is held
-until the person picks a move, then the env plays both moves with the person's forced, so the episode is the env's
-own (same messages, rubric, reward). Every raw reply is kept with whether the env accepted it.
+A board game is an env that opts in (`BoardGame`, wander/core/capabilities.py): it says what the person sees at a
+position (`Position`: the board's squares and the moves the person may play) and lets the opponent's next move be
+forced (as exact evaluation forces it; tic-tac-toe and chess do both). The person is that opponent: the policy's
+reply is held until the person picks a move, then the env plays both moves with the person's forced, so the episode
+is the env's own (same messages, rubric, reward). Every raw reply is kept with whether the env accepted it.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import random
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
+from wander.core.capabilities import BoardGame, Position
 from wander.core.environment import Environment
 from wander.core.episode import Episode
 from wander.core.policy import Policy, Reply
@@ -25,41 +25,6 @@ MAX_GAMES = 64  # games kept in memory; the oldest goes first
 
 class PlayError(ValueError):
     """Input a game cannot take (a bad move text, a taken cell, a finished game): the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Position:
-    """What the person sees: the board's squares row by row (a label each, '' empty) and the moves they may play,
-    as they type them; `square_moves` maps a square to the move a click on it plays (tic-tac-toe's free cells)."""
-
-    squares: tuple[str, ...]
-    moves: tuple[str, ...]
-    square_moves: dict[int, str] = field(default_factory=dict)
-    # What a move is, for the person: "a free cell's number", "a move in UCI (e2e4)".
-    move_hint: str = "a move"
-
-
-@runtime_checkable
-class BoardGame(Protocol):
-    """An env whose episodes a person can play as the opponent (see the module docstring)."""
-
-    def play_spec(self, spec: dict, policy_first: bool) -> dict:
-        """`spec` as a game from the start position, the policy moving first or second, no opponent move forced."""
-        ...
-
-    def person_side(self, policy_first: bool) -> str:
-        """The person's side (mark or colour) when the policy moves first or second."""
-        ...
-
-    def position(self, state: dict, reply: str | None = None) -> Position:
-        """The position at an episode's `state` after the policy's `reply` (None: as it stands); a ValueError when
-        the env would not take `reply` as a move there."""
-        ...
-
-    def force_reply(self, target: dict, move: str) -> None:
-        """Force the opponent's next move to the person's `move` (a `Position`'s): in a spec, or an episode state,
-        whose `forced_replies` list holds the moves still to force."""
-        ...
 
 
 @dataclass

@@ -7,8 +7,9 @@ import chess
 import pytest
 
 from wander import load_environment
+from wander.core.capabilities import BoardGame
 from wander.core.replay import replay_problems
-from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move
+from wander.ui.play import Games, PlayError, new_game, person_move
 
 from ..scripted import Says
 

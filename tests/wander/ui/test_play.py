@@ -11,13 +11,14 @@ import pytest
 
 from envs.tictactoe import MinimaxPlayer
 from wander import load_environment
+from wander.core.capabilities import BoardGame
 from wander.core.replay import replay_problems
 from wander.eval.config import EvaluateConfig
 from wander.eval.episodes_file import read_episodes, write_episodes
 from wander.eval.matrix import run_matrix
 from wander.policies.openai_server import serve_in_thread
 from wander.ui.app import create_app
-from wander.ui.play import BoardGame, Games, PlayError, new_game, person_move, typed_turn
+from wander.ui.play import Games, PlayError, new_game, person_move, typed_turn
 from wander.ui.run_config import RunConfig
 from wander.ui.run_files import RunFiles, RunMissing
 

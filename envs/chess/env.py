@@ -191,7 +191,7 @@ class ChessEnv(ChessGame):
         )
         return values
 
-    # ----- wander ui: a person plays the opponent (wander/ui/play.py BoardGame) -----
+    # ----- wander ui: a person plays the opponent (BoardGame, wander/core/capabilities.py) -----
 
     def play_spec(self, spec: dict, policy_first: bool) -> dict:
         """The initial position, the policy white when it moves first."""

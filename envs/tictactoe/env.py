@@ -21,7 +21,7 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
     """Multi-turn tic-tac-toe (`TicTacToeGame`) that answers the pipeline (`TicTacToePipeline`) and opts into decision
     branching for GRPO: `candidate_replies` (its legal moves), `expected_outcomes` (a sum over its opponent's
     answers) and `best_outcomes` (its solver playing on); and a person plays it against a policy in `wander ui`
-    (wander/ui/play.py `BoardGame`: the free cells are the person's moves)."""
+    (`BoardGame`: the free cells are the person's moves)."""
 
     def curve_metrics(self, policy: Policy) -> dict[str, float]:
         """The learning-curve suite: exact results of a greedy policy vs perfect minimax and a random player, and
@@ -55,7 +55,7 @@ class TicTacToeEnv(TicTacToePipeline, TicTacToeGame):
         opponent, with the best value-keeping play against that opponent after it (envs/tictactoe/exact.py)."""
         return best_after(self, branches)
 
-    # ----- wander ui: a person plays the opponent (wander/ui/play.py BoardGame) -----
+    # ----- wander ui: a person plays the opponent (BoardGame, wander/core/capabilities.py) -----
 
     def play_spec(self, spec: dict, policy_first: bool) -> dict:
         """An empty board, the policy's mark X when it moves first."""

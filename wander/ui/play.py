@@ -13,7 +13,7 @@ import copy
 import random
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wander.core.capabilities import BoardGame, Position
 from wander.core.environment import Environment
@@ -67,7 +67,7 @@ class Game:
             assert self.start is not None
             return self.start
         seen = self.env.position(self.episode.state, self.pending)
-        return Position(seen.squares, (), {}, seen.move_hint) if self.done else seen
+        return replace(seen, moves=(), square_moves={}) if self.done else seen
 
 
 class Games:
@@ -145,7 +145,7 @@ def person_move(game: Game, text: str) -> None:
     if game.episode is None:  # the person opens: the env plays it as its opponent's first move
         spec = dict(game.spec)
         env.force_reply(spec, move)
-        game.episode = game.env.start(spec)
+        game.episode = env.start(spec)
     else:
         assert game.pending is not None
         env.force_reply(game.episode.state, move)

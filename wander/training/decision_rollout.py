@@ -136,21 +136,32 @@ def ask_once(env: Environment, episodes: list[Episode], policy: Policy) -> list[
 
 
 class LosingLineMistakes:
-    """`branch_at="adversary"`: the positions on the lines that beat the current model (`env.losing_positions`)
-    where its own reply gives up reward, costliest first. The lines are found again only when the model no longer
-    errs at any position of the last ones (a worst case asks every position the model can face: the cost of an
-    exact evaluation), so most steps only ask the model those few positions again."""
+    """`branch_at="adversary"`: the positions on the lines that beat the model (`env.losing_positions`) where its
+    own reply gives up reward, costliest first. Every position a search found stays in the pool, each asked again
+    every step: measured, with only the latest search's lines trained, a side GRPO had made unbeaten was beaten
+    again at later curve points, so the groups return to any pooled position the model errs at again. The lines
+    are searched again only when the model errs at none of the pool (a worst case asks every position the model can
+    face: the cost of an exact evaluation), so most steps ask the model the pool alone."""
 
     def __init__(self, env: LosingLines) -> None:
         self.env, self.positions = env, []
+        self._seen: set[str] = set()
 
     def __call__(self, policy: Policy) -> list[tuple[Episode, float]]:
-        """(position, loss) of each mistake on the lines, costliest first; empty when no line beats the model."""
+        """(position, loss) of each mistake in the pool, costliest first; empty when no line beats the model and it
+        errs at no pooled position."""
         mistakes = self._mistakes(policy)
         if not mistakes:
-            self.positions = self.env.losing_positions(policy)
+            self._pool(self.env.losing_positions(policy))
             mistakes = self._mistakes(policy)
         return mistakes
+
+    def _pool(self, positions: list[Episode]) -> None:
+        for ep in positions:  # one entry per position: both sides' lines and later searches reach the same ones
+            key = json.dumps(self.env.observation(ep), sort_keys=True)
+            if key not in self._seen:
+                self._seen.add(key)
+                self.positions.append(ep)
 
     def _mistakes(self, policy: Policy) -> list[tuple[Episode, float]]:
         if not self.positions:

@@ -328,10 +328,15 @@ def test_adversary_groups_go_to_the_mistakes_on_the_lines_that_beat_the_model():
     assert [at.state["board"] for at, _ in lines(policy)] == [at.state["board"] for at, _ in mistakes]
     assert policy.asked - before <= len(lines.positions)
     # Fixed there (a new model: each step's is), the lines are looked for again; a model no line beats leaves
-    # every group to its own games.
+    # every group to its own games, and the pool keeps what the searches found.
+    pool = [at.state["board"] for at in lines.positions]
     fixed = Fixed()
     fixed.fixed = True
-    assert lines(fixed) == [] and lines.positions == []
+    assert lines(fixed) == [] and [at.state["board"] for at in lines.positions] == pool
+    # A model that errs there again is sent back to the pooled positions with no new search.
+    again = Fixed()
+    assert [at.state["board"] for at, _ in lines(again)] == [at.state["board"] for at, _ in mistakes]
+    assert again.asked <= len(pool)
 
 
 def test_keep_best_leaves_the_best_curve_point_in_the_model(sft_model, tmp_path):

@@ -157,7 +157,8 @@ class LosingLineMistakes:
         return mistakes
 
     def _pool(self, positions: list[Episode]) -> None:
-        for ep in positions:  # one entry per position: both sides' lines and later searches reach the same ones
+        # One entry per position: both sides' lines and later searches reach the same ones.
+        for ep in positions:
             key = json.dumps(self.env.observation(ep), sort_keys=True)
             if key not in self._seen:
                 self._seen.add(key)

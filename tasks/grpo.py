@@ -107,6 +107,12 @@ def train_stage(
     if done.get("fingerprint") == key:
         logger.info("grpo@%s: kept %s (trained on the same inputs)", name, out)
         return done["metrics"]
+    # An earlier stage of this curriculum measured its model with this very curve (its fingerprint holds the
+    # section's settings): that point is this stage's step 0, and a start no line beats is this stage's result.
+    point = start_point(start_model) if index and config.curve_every else None
+    if point is not None and config.until_unbeaten and point.get("unbeaten"):
+        with part_run(f"grpo@{name}"):
+            return keep_start(name, start_model, out, point, key)
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     with part_run(f"grpo@{name}"):
@@ -132,6 +138,7 @@ def train_stage(
                 max_new_tokens=curve_tokens,
                 keep_best=config.keep_best,
                 until_unbeaten=config.until_unbeaten,
+                start=point,
             )
             trainer.add_callback(curve)
         result = train_resumable(trainer, fingerprint=key)
@@ -156,6 +163,30 @@ def train_stage(
         metrics["seconds"],
         metrics["final_reward"],
     )
+    return metrics
+
+
+def start_point(start_model: Path) -> dict | None:
+    """The learning-curve point of the model a curriculum stage saved in `start_model` (its kept step, else its
+    last); None where no stage measured it (the SFT model)."""
+    curve, stage = start_model / CURVE_FILE, start_model / STAGE_FILE
+    if not (curve.is_file() and stage.is_file()):
+        return None
+    kept = json.loads(stage.read_text())["metrics"].get("kept_step")
+    points = [p for p in json.loads(curve.read_text()) if kept is None or p["step"] == kept]
+    return points[-1] if points else None
+
+
+def keep_start(name: str, start_model: Path, out: Path, point: dict, key: str) -> dict:
+    """`until_unbeaten` with a start no line beats: the stage's model is its start, its curve that one point."""
+    metrics = {"steps": 0, "seconds": 0.0, "seconds_per_step": 0.0, "final_reward": None, "kept_step": 0}
+    with atomic_dir(out) as tmp:  # one process: until_unbeaten is refused on several (preflight)
+        shutil.copytree(start_model, tmp, dirs_exist_ok=True)
+        write_json(tmp / CURVE_FILE, [{**point, "step": 0, "seconds": 0.0}])
+        write_json(tmp / STAGE_FILE, {"fingerprint": key, "metrics": metrics})
+    log_metrics(metrics)
+    set_tags({"wander.parent": str(start_model), "wander.model.dir": str(out), "wander.grpo.stage": name})
+    logger.info("grpo@%s: no line beats its start model (%s): kept as it is, no step", name, start_model)
     return metrics
 
 

@@ -47,6 +47,7 @@ class LearningCurveCallback(TrainerCallback):
         max_new_tokens: int = 16,
         keep_best: bool = False,
         until_unbeaten: bool = False,
+        start: dict[str, float] | None = None,
     ):
         if every < 1:
             raise ValueError(f"every must be at least 1, got {every}")
@@ -56,6 +57,8 @@ class LearningCurveCallback(TrainerCallback):
             )
         self.env, self.trainer, self.every, self.max_new_tokens = env, trainer, every, max_new_tokens
         self.keep_best, self.until_unbeaten = keep_best, until_unbeaten
+        # The start model's point as the stage that saved it measured it (the same curve): step 0 without a new one.
+        self.start = start
         self.unbeaten = False  # the last point's model: no line beats it (with until_unbeaten)
         self.history: list[dict[str, float]] = []
         self.best: dict[str, float] | None = None  # {"step": N, "score": x} of the best point so far
@@ -84,14 +87,31 @@ class LearningCurveCallback(TrainerCallback):
             model.train(was_training)
         metrics = {f"curve/{k}": float(v) for k, v in values.items()}
         metrics["curve/seconds"] = round(time.monotonic() - start, 2)
-        step = self.trainer.state.global_step
+        if self.until_unbeaten:
+            metrics["curve/unbeaten"] = float(self.unbeaten)
         if self.keep_best:
-            metrics["curve/score"] = score = float(self.env.curve_score(values))
-            if self.best is None or score > self.best["score"]:
-                self.best = {"step": step, "score": score}
-                self._save_best(model)
+            metrics["curve/score"] = float(self.env.curve_score(values))
+        return self._record(metrics)
+
+    def _record(self, metrics: dict[str, float]) -> dict[str, float]:
+        step = self.trainer.state.global_step
+        if self.keep_best and (self.best is None or metrics["curve/score"] > self.best["score"]):
+            self.best = {"step": step, "score": metrics["curve/score"]}
+            self._save_best(self.trainer.accelerator.unwrap_model(self.trainer.model))
         self.history.append({"step": step, **metrics})
         return metrics
+
+    def reuse_start(self) -> dict[str, float]:
+        """Step 0 from `start` (no model calls): its values, no time spent, and whether no line beats it."""
+        metrics = {f"curve/{k}": float(v) for k, v in self.start.items() if k != "step"}
+        metrics["curve/seconds"] = 0.0
+        if self.until_unbeaten:
+            self.unbeaten = bool(self.start.get("unbeaten"))
+            metrics["curve/unbeaten"] = float(self.unbeaten)
+        if self.keep_best and "curve/score" not in metrics:
+            values = {k: v for k, v in self.start.items() if k not in ("step", "seconds", "unbeaten")}
+            metrics["curve/score"] = float(self.env.curve_score(values))
+        return self._record(metrics)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """The starting point of the curve (the start model), unless resuming mid-stage."""
@@ -103,7 +123,7 @@ class LearningCurveCallback(TrainerCallback):
             if (self.folder / BEST_DIR / BEST_FILE).exists():  # a resumed run: its best so far
                 self.best = json.loads((self.folder / BEST_DIR / BEST_FILE).read_text())
         if state.global_step == 0:
-            self.trainer.log(self.measure())
+            self.trainer.log(self.measure() if self.start is None else self.reuse_start())
         # The trainer checks a stop only after a step: a start no line beats trains one step, and keep_best weighs
         # both points.
         control.should_training_stop = self.unbeaten

@@ -377,3 +377,17 @@ def test_until_unbeaten_ends_a_stage_after_the_first_point_no_line_beats(sft_mod
 def test_until_unbeaten_is_refused_where_the_env_cannot_name_a_losing_line():
     with pytest.raises(MissingCapability, match="the LosingLines capability.*set it false"):
         LearningCurveCallback(load_environment("reverse_text"), None, every=1, until_unbeaten=True)
+
+
+def test_a_start_point_measured_before_is_step_0_without_asking_the_model_again(sft_model, tmp_path):
+    env, trainer = decision_trainer(sft_model, tmp_path)
+    measured = []
+    curve_metrics = env.curve_metrics
+    env.curve_metrics = lambda policy: measured.append(trainer.state.global_step) or curve_metrics(policy)
+    start = {"step": 4, "random/win": 0.5, "score": 0.25}  # an earlier stage's kept point
+    curve = LearningCurveCallback(env, trainer, every=1, keep_best=True, start=start)
+    trainer.add_callback(curve)
+    trainer.train()
+    assert measured == [1, 2]  # step 0 came from the earlier stage
+    assert curve.history[0] == {"step": 0, "curve/random/win": 0.5, "curve/score": 0.25, "curve/seconds": 0.0}
+    assert [p["step"] for p in curve_points(trainer.state.log_history)] == [0, 1, 2]

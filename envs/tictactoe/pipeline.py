@@ -12,13 +12,7 @@ from typing import Any
 
 from envs.tictactoe.board import LEGAL_MOVES, STATES, is_over
 from envs.tictactoe.exact import Memoized, exact_both_sides
-from envs.tictactoe.exploit import (
-    best_response,
-    line_positions,
-    losing_lines,
-    worst_case_lines,
-    worst_case_summary,
-)
+from envs.tictactoe.exploit import best_response, line_positions, worst_case_lines, worst_case_summary
 from envs.tictactoe.players import ExpertPlayer, opponent_skill, rationale, scripted_player
 from envs.tictactoe.render import parse_board, reply_text
 from envs.tictactoe.suite import SUITE
@@ -108,17 +102,16 @@ class TicTacToePipeline(PipelineHooks):
         return best_response(self, self._memoized(policy))
 
     def losing_positions(self, policy: Policy) -> list[Episode]:
-        """LosingLines: the positions, the policy to move, on every line an opponent that knows the policy beats it
-        by (each side's whole tree of its replies, not only the worst case's line), replayed against perfect
-        minimax, each once; empty when no side is lost. Measured on the chat model: GRPO on the worst case's line
-        alone fixed it and lost another (docs/experiments/chat-model.md)."""
-        policy = self._memoized(policy)  # the replay asks only positions the tree asked
-        positions: dict[str, Episode] = {}
-        for side, lines in losing_lines(self, policy).items():
-            for line in lines:
-                for position in line_positions(self, policy, side, line):
-                    positions.setdefault(position.state["board"], position)
-        return list(positions.values())
+        """LosingLines: the positions, the policy to move, on each side's line an opponent that knows the policy
+        beats it by (`worst_case`), replayed against perfect minimax; empty when no side is lost."""
+        policy = self._memoized(policy)  # the replay asks only positions the worst case asked
+        worst = self.worst_case(policy)
+        return [
+            position
+            for side, w in worst.items()
+            if w["outcome"] == "loss"
+            for position in line_positions(self, policy, side, w["line"])
+        ]
 
     def _memoized(self, policy: Policy) -> Memoized:
         # One reply cache per policy for as long as the policy lives: the worst case asks the positions the exact

@@ -6,6 +6,8 @@ Each curriculum stage saves `<layout.models>/grpo/<name>` atomically with the fi
 settings, its start model's content, the episodes and the code): a rerun keeps a stage whose fingerprint is
 unchanged and trains from the first one that changed, so editing the last stage's steps retrains only that stage.
 DVC keeps the folder between runs (`persist` in dvc.yaml) for that; a killed stage resumes from its checkpoint.
+A later stage's learning curve starts at the point the stage before it kept (no second exact evaluation of one model),
+and with `until_unbeaten` a start no line beats is kept as the stage's model, no step trained.
 """
 
 from __future__ import annotations

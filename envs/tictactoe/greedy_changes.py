@@ -25,8 +25,9 @@ def greedy_changes(env: TicTacToeGame, before: Policy, after: Policy) -> dict[st
     out = dict.fromkeys(
         ("positions", "changed", "right_to_wrong", "wrong_to_right", "wrong_before", "wrong_after"), 0
     )
-    for conversation, new in zip(conversations, after(conversations), strict=True):
-        old = asked.replies[json.dumps(conversation, sort_keys=True)]
+    # The cache's replies are in the order of its keys: each old reply beside its conversation.
+    pairs = zip(conversations, asked.replies.values(), after(conversations), strict=True)
+    for conversation, old, new in pairs:
         was, now = _keeps_value(env, conversation, old), _keeps_value(env, conversation, new)
         out["positions"] += 1
         out["changed"] += old.content != new.content

@@ -1,7 +1,7 @@
 """Which greedy moves a training stage changed: two policies asked every position the first one's exact results ask,
 each move checked with the solver. Measured on the chat model, one GRPO stage changed ~10% of those positions, as
 many to a value-losing move as from one (docs/experiments/chat-model.md#three-seeds-from-fresh-clones):
-`python -m envs.tictactoe.greedy_changes BEFORE_DIR AFTER_DIR` in the project (the env settings of its params.yaml).
+`python -m envs.tictactoe.greedy_changes BEFORE_DIR AFTER_DIR --env '{"rendering": "lines"}' --bf16` (the chat profile).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from envs.tictactoe.board import optimal_moves
 from envs.tictactoe.exact import Memoized
 from envs.tictactoe.game import TicTacToeGame
 from envs.tictactoe.players import board_of
-from envs.tictactoe.trained_models import add_env_option, trained
+from envs.tictactoe.trained_models import add_model_options, trained
 from wander.core.policy import Policy, Reply
 
 
@@ -50,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("before", help="a model folder (e.g. data/models/sft)")
     parser.add_argument("after", help="a model folder (e.g. data/models/grpo/wide)")
-    add_env_option(parser)
+    add_model_options(parser)
     args = parser.parse_args()
     env, (before, after) = trained(args, args.before, args.after)
     print(json.dumps(greedy_changes(env, before, after)))

@@ -14,7 +14,7 @@ import argparse
 from envs.tictactoe.board import legal_moves, optimal_moves, play, winner
 from envs.tictactoe.exact import best_value, memoized, move_value, opponent_branches, side_starts
 from envs.tictactoe.game import TicTacToeGame
-from envs.tictactoe.trained_models import add_env_option, trained
+from envs.tictactoe.trained_models import add_model_options, trained
 from wander.core.policy import Policy
 
 RANDOM = 1.0  # the opponent's random-move probability
@@ -98,7 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a model folder (e.g. data/models/grpo/polish)")
     parser.add_argument("--top", type=int, default=20, help="moves to list per side")
-    add_env_option(parser)
+    add_model_options(parser)
     args = parser.parse_args()
     env, (policy,) = trained(args, args.model)
     for mark, side in win_regret(env, policy).items():

@@ -1,63 +1,47 @@
 """What the model CLIs (`exploit`, `regret`, `greedy_changes`) share: the env a model was trained in, and the model
-as the pipeline evaluates it (greedy, in the evaluate stage's precision).
+greedy, as the pipeline evaluates it.
 
 A model answers the prompts it was trained on: the chat profile's model reads `rendering: lines`, so a CLI that
-asked it `board` prompts would measure another game. The settings come from `--env` (JSON), else from the project's
-params.yaml (what `make run` trained with), else the env's defaults.
+asked it the default `board` prompts would measure another game. `--env` takes the settings of params.yaml's
+`env.tictactoe` block as JSON (the chat profile: `--env '{"rendering": "lines"}' --bf16`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-from typing import Any
-
-import yaml
 
 from envs.tictactoe.game import TicTacToeGame
 from wander.core.policy import Policy
 
-PARAMS = Path("params.yaml")
 
-
-def add_env_option(parser: argparse.ArgumentParser) -> None:
-    """`--env JSON` and `--params PATH`, the settings the models are asked in."""
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """`--env JSON` and `--bf16`: the settings and the precision the models are asked in."""
     parser.add_argument(
         "--env",
-        default=None,
-        help="the env's settings as JSON; default: the params file's env.tictactoe block",
+        default="{}",
+        help="the env's settings as JSON, as the model was trained (params.yaml's env.tictactoe block)",
     )
     parser.add_argument(
-        "--params",
-        type=Path,
-        default=PARAMS,
-        help="the params file the models were trained with (params.yaml)",
+        "--bf16",
+        action="store_true",
+        help="bf16 autocast where the hardware computes it, as the chat profile's evaluate stage (default float32)",
     )
-
-
-def run_settings(params: Path) -> dict[str, Any]:
-    """params.yaml's `env.tictactoe` block and `evaluate.bf16`, as `{"env": ..., "bf16": ...}`; the defaults
-    (`{}`, float32) when the file does not exist."""
-    if not params.exists():
-        return {"env": {}, "bf16": False}
-    loaded = yaml.safe_load(params.read_text()) or {}
-    env = (loaded.get("env") or {}).get("tictactoe") or {}
-    return {"env": dict(env), "bf16": (loaded.get("evaluate") or {}).get("bf16", False)}
 
 
 def trained(args: argparse.Namespace, *models: str) -> tuple[TicTacToeGame, list[Policy]]:
-    """The env of `args.env` (else the params file's), and each model folder as a greedy policy in that env's reply
-    length and the evaluate stage's precision."""
+    """The env of `args.env`, and each model folder as a greedy policy with that env's reply length."""
     from wander.core.registry import load_environment
     from wander.policies.transformers_policy import TransformersPolicy
 
-    settings = run_settings(args.params)
-    env = load_environment("tictactoe", **(json.loads(args.env) if args.env else settings["env"]))
+    try:
+        settings = json.loads(args.env)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f'--env is not JSON ({e}); write e.g. --env \'{{"rendering": "lines"}}\'') from None
+    env = load_environment("tictactoe", **settings)
+    bf16 = None if args.bf16 else False  # None: where the hardware computes it
     policies = [
-        TransformersPolicy.from_pretrained(
-            path, greedy=True, max_new_tokens=env.reply_tokens(), bf16=settings["bf16"]
-        )
+        TransformersPolicy.from_pretrained(path, greedy=True, max_new_tokens=env.reply_tokens(), bf16=bf16)
         for path in models
     ]
     return env, policies

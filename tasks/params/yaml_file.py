@@ -57,7 +57,7 @@ def edit_yaml(path: str | Path, values: Mapping, out: str | Path) -> list[str]:
     """Write `path` with `values` assigned to `out` (atomically), the way `dvc exp run -S` edits a params file: its
     text, comments and order kept, only the values that change rewritten. Returns the dotted keys of those."""
     from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedSeq
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     from wander.core.atomic_io import write_text
 
@@ -78,8 +78,13 @@ def edit_yaml(path: str | Path, values: Mapping, out: str | Path) -> list[str]:
             if isinstance(value, Mapping) and isinstance(old, Mapping):
                 assign(old, value, name)
             elif old != value:
-                if isinstance(value, list) and getattr(getattr(old, "fa", None), "flow_style", False):
-                    value = CommentedSeq(value)
+                # A list written in flow style stays so; a list or mapping that replaces a scalar (a profile's
+                # curriculum over `stages: null`) goes on the key's line: every other line keeps its place.
+                flow = getattr(getattr(old, "fa", None), "flow_style", False) or not isinstance(
+                    old, list | Mapping
+                )
+                if isinstance(value, list | Mapping) and flow:
+                    value = CommentedMap(value) if isinstance(value, Mapping) else CommentedSeq(value)
                     value.fa.set_flow_style()
                 node[key] = value
                 changed.append(name)

@@ -21,7 +21,7 @@ from wander.core.policy import Reply
 from wander.policies import llama_decode
 from wander.training.chat_tokens import render_ids
 
-MODELS = ["sft", "grpo/wide", "grpo/strong", "grpo/polish"]
+MODELS = ["sft", "grpo/wide"]  # the chat profile's one curriculum stage
 STAGES = ["build_model", "generate", "synthesize", "curate", "sft", "grpo", "evaluate", "register"]
 
 

@@ -299,3 +299,12 @@ def test_a_stage_command_refuses_bad_params_before_doing_anything(
 def test_the_done_line_shows_nested_headlines_flattened():
     metrics = {"steps": 3, "grpo-strong": {"random": {"win": 0.9}, "note": "x", "ok": True}, "curve": [1]}
     assert headline(metrics) == {"steps": 3, "grpo-strong.random.win": 0.9, "grpo-strong.note": "x"}
+
+
+@pytest.mark.parametrize(
+    "profile",
+    sorted(p.name.removeprefix("params.").removesuffix(".yaml") for p in REPO.glob("params.*.yaml")),
+)
+def test_every_profile_loads_with_its_checks(profile: str) -> None:
+    """A profile that extends another inherits its curriculum: one it does not fit fails here, not in a run."""
+    load_params(REPO / "params.yaml", profile)

@@ -1,44 +1,27 @@
-"""The model CLIs ask a model in the settings it was trained in: the project's params.yaml, or --env."""
+"""The model CLIs ask a model in the settings it was trained in (--env) and the precision asked for (--bf16)."""
 
 import argparse
-from pathlib import Path
 
 import pytest
-import yaml
 
-from envs.tictactoe.trained_models import add_env_option, run_settings, trained
+from envs.tictactoe.trained_models import add_model_options, trained
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_env_option(parser)
+    add_model_options(parser)
     return parser.parse_args(argv)
 
 
-@pytest.fixture
-def chat_params(tmp_path: Path) -> Path:
-    """A params.yaml as `make run PROFILE=llm` leaves it: lines, bf16 where the hardware has it."""
-    path = tmp_path / "params.yaml"
-    env = {"name": "tictactoe", "tictactoe": {"rendering": "lines", "random_move_prob": [0.0, 1.0]}}
-    path.write_text(yaml.safe_dump({"env": env, "evaluate": {"bf16": None}}))
-    return path
-
-
-def test_the_params_files_env_block_and_precision_are_the_defaults(chat_params: Path) -> None:
-    assert run_settings(chat_params) == {
-        "env": {"rendering": "lines", "random_move_prob": [0.0, 1.0]},
-        "bf16": None,
-    }
-    env, policies = trained(_args(["--params", str(chat_params)]))
+def test_env_json_sets_the_prompts_the_models_are_asked() -> None:
+    env, policies = trained(_args(["--env", '{"rendering": "lines"}']))
     assert env.config.rendering == "lines" and policies == []
+    assert trained(_args([]))[0].config.rendering == "board"  # the env's defaults: the scratch model's
+    assert _args(["--bf16"]).bf16 and not _args([]).bf16
 
 
-def test_env_json_wins_over_the_params_file(chat_params: Path) -> None:
-    env, _ = trained(_args(["--params", str(chat_params), "--env", '{"rendering": "spaced"}']))
-    assert env.config.rendering == "spaced"
-
-
-def test_without_a_params_file_the_env_defaults_and_float32(tmp_path: Path) -> None:
-    assert run_settings(tmp_path / "missing.yaml") == {"env": {}, "bf16": False}
-    env, _ = trained(_args(["--params", str(tmp_path / "missing.yaml")]))
-    assert env.config.rendering == "board"
+def test_bad_env_json_or_settings_are_refused_before_any_model_loads() -> None:
+    with pytest.raises(SystemExit, match="--env is not JSON"):
+        trained(_args(["--env", "rendering=lines"]), "no/such/model")
+    with pytest.raises(ValueError, match="rendering must be one of"):
+        trained(_args(["--env", '{"rendering": "pictures"}']), "no/such/model")

@@ -93,7 +93,7 @@ def test_a_curriculum_set_in_params_replaces_the_env_s_whole() -> None:
 
 def test_a_profile_value_wins_over_the_recipe() -> None:
     loaded = load_params(REPO / "params.yaml", profile="llm")
-    assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate) == (1.5, 0.0003)
+    assert (loaded.sft.num_train_epochs, loaded.sft.learning_rate) == (1.0, 0.0003)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import json
 import logging
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,13 @@ def distinct_rows(items: list) -> tuple[list, list[int]]:
     return distinct, index
 
 
+def repeated_index(index: list[int], floor: int | None) -> list[int]:
+    """`index` with each distinct row at least `floor` times (`sft.min_example_repeats`): as often as the data holds
+    it, the missing copies after the rest (the trainer's seeded sampler shuffles them); null: `index` as it is."""
+    counts = Counter(index)
+    return index + [row for row, n in counts.items() for _ in range((floor or 0) - n)]
+
+
 def repeat_rows(prepared: Dataset, index: list[int]) -> Dataset:
     """Prepared (tokenized) distinct rows, each carrying its `row`, laid out as `index` says; rows TRL dropped
     (e.g. left without a loss token by truncation) stay dropped, as they would in the full data."""
@@ -130,6 +138,7 @@ def run(params: Params) -> dict:
     # TRL tokenizes row by row (~0.6 ms each); symmetric copies and common openings repeat, so each distinct
     # conversation is tokenized once and the prepared rows are repeated as in the data (the same dataset).
     distinct, index = distinct_rows(conversations)
+    index = repeated_index(index, config.min_example_repeats)
     dataset = Dataset.from_list([{"messages": c, "row": i} for i, c in enumerate(distinct)])
     args = trainer_args(
         SFTConfig,
@@ -153,7 +162,7 @@ def run(params: Params) -> dict:
         drop_checkpoints(trainer.args.output_dir)
     metrics = {
         "games": len(rows),
-        "examples": len(conversations),
+        "examples": len(index),
         "distinct_examples": len(distinct),
         "steps": trainer.state.global_step,
         "train_loss": result.training_loss,

@@ -34,6 +34,7 @@ from tasks.runtime.tracking import log_artifact, log_dict, log_metrics, write_st
 from tasks.runtime.validation import gxe, validate
 from wander import Environment, Policy, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
+from wander.core.capabilities import DecisionTree, require
 from wander.core.policy import Conversation, Reply
 from wander.policies.openai_policy import OpenAIPolicy, PolicyStats
 from wander.policies.openai_server import serve_in_process, teacher_app
@@ -172,75 +173,45 @@ def batch_seed(seed: int, index: int) -> int:
 
 
 def run(params: Params) -> dict:
-    """Play every spec not yet journaled, then write all episodes atomically; return and write the metrics
-    (headline: games, the teacher's outcome and invalid-game rates, retries, seconds; the rest in the details)."""
+    """Play every spec not yet journaled (or, with `mode: tree`, the teacher's whole tree), then write all episodes
+    atomically; return and write the metrics (headline: games, the teacher's outcome and invalid-game rates,
+    retries, seconds; the rest in the details)."""
     config = params.synthesize
     start = time.monotonic()
     local = load_environment(**params.env.kwargs())
-    specs = load_specs(params, local)
-    env = episode_env(params.env, local, live=config.batch_size)
-    model = teacher_model(config, local)
-    journal = Journal(journal_path(params))
-    wanted = {spec["seed"]: spec for spec in specs}
-    # A journaled episode counts only if it was played from the very same spec.
-    resumed = {seed: r for seed, r in journal.load().items() if wanted.get(seed) == r["spec"]}
-    todo = [spec for spec in specs if spec["seed"] not in resumed]
-    logger.info(
-        "%d episodes of %s: %d already journaled in %s, %d to play",
-        len(specs),
-        config.split,
-        len(resumed),
-        journal.path,
-        len(todo),
-    )
-    played: dict = {}
+    if config.mode == "tree":  # before the teacher starts: an env without the tree is refused in one line
+        require(
+            local, DecisionTree, "synthesize.mode: tree", "set synthesize.mode: split (its split's games)"
+        )
     stats = PolicyStats()
     rate = config.requests_per_second
     limiter = (
         RateLimited(None, rate, config.teacher.max_concurrency) if rate else None
     )  # one pace across batches
     play_start = time.monotonic()
-    if todo:
-        with teacher_endpoint(config, local) as base_url:
-            try:
-                for index, batch in batches(specs, config.batch_size, skip=resumed):
-                    policy = teacher_policy(config, base_url, batch_seed(config.teacher.seed, index), model)
-                    if limiter:
-                        limiter.policy = policy
-                    try:
-                        episodes = env.rollout(limiter or policy, batch)
-                    finally:
-                        _add_stats(stats, policy.stats)
-                    records = [ep.to_dict() for ep in episodes]
-                    journal.append(records)
-                    before = len(resumed) + len(played)
-                    played.update((r["seed"], r) for r in records)
-                    done = len(resumed) + len(played)
-                    seconds = time.monotonic() - play_start
-                    _progress(before, done, len(specs), len(played), seconds, stats)
-            except BaseException:  # an error or a stop signal: either way, say what is kept
-                logger.error(
-                    "stopped: %d of %d episodes are journaled in %s; a rerun resumes from there",
-                    len(resumed) + len(played),
-                    len(specs),
-                    journal.path,
-                )
-                raise
+    if config.mode == "tree":
+        records, resumed = play_tree(config, local, limiter, stats), {}
+    else:
+        specs = load_specs(params, local)
+        resumed, played = play_split(params, local, specs, limiter, stats)
+        records = [resumed.get(spec["seed"]) or played[spec["seed"]] for spec in specs]
     play_seconds = time.monotonic() - play_start
-    records = [resumed.get(spec["seed"]) or played[spec["seed"]] for spec in specs]
     report = validate(
-        episode_frame(records), episode_expectations(len(specs), local.outcomes), "teacher episodes"
+        episode_frame(records), episode_expectations(len(records), local.outcomes), "teacher episodes"
     )
     with atomic_dir(params.layout.episodes) as tmp:
         write_jsonl(tmp / "episodes.jsonl", records)
         write_json(tmp / "validation.json", report)
-    journal.remove()  # everything is in the output now
+    if config.mode == "split":
+        Journal(journal_path(params)).remove()  # everything is in the output now
     metrics = {
         "episodes": len(records),
-        "played": len(played),
+        "played": len(records) - len(resumed),
         "resumed": len(resumed),
         "seconds": round(time.monotonic() - start, 2),
-        "episodes_per_second": round(len(played) / play_seconds, 2) if played else 0.0,
+        "episodes_per_second": round((len(records) - len(resumed)) / play_seconds, 2)
+        if play_seconds
+        else 0.0,
         "requests": stats.requests,
         "retries": stats.retries,
         "cache_hits": stats.cache_hits,
@@ -262,6 +233,83 @@ def run(params: Params) -> dict:
     log_artifact(Path(params.layout.episodes) / "validation.json", "validation")
     log_dict(records[:3], "samples/teacher_games.json")
     return metrics
+
+
+def play_split(
+    params: Params, local: Environment, specs: list[dict], limiter: RateLimited | None, stats: PolicyStats
+) -> tuple[dict, dict]:
+    """The split's episodes, seed -> record: those a journal of this run already holds, and those played now (each
+    finished batch journaled)."""
+    config = params.synthesize
+    env = episode_env(params.env, local, live=config.batch_size)
+    model = teacher_model(config, local)
+    journal = Journal(journal_path(params))
+    wanted = {spec["seed"]: spec for spec in specs}
+    # A journaled episode counts only if it was played from the very same spec.
+    resumed = {seed: r for seed, r in journal.load().items() if wanted.get(seed) == r["spec"]}
+    todo = [spec for spec in specs if spec["seed"] not in resumed]
+    logger.info(
+        "%d episodes of %s: %d already journaled in %s, %d to play",
+        len(specs),
+        config.split,
+        len(resumed),
+        journal.path,
+        len(todo),
+    )
+    played: dict = {}
+    play_start = time.monotonic()
+    if not todo:
+        return resumed, played
+    with teacher_endpoint(config, local) as base_url:
+        try:
+            for index, batch in batches(specs, config.batch_size, skip=resumed):
+                policy = teacher_policy(config, base_url, batch_seed(config.teacher.seed, index), model)
+                if limiter:
+                    limiter.policy = policy
+                try:
+                    episodes = env.rollout(limiter or policy, batch)
+                finally:
+                    _add_stats(stats, policy.stats)
+                records = [ep.to_dict() for ep in episodes]
+                journal.append(records)
+                before = len(resumed) + len(played)
+                played.update((r["seed"], r) for r in records)
+                done = len(resumed) + len(played)
+                seconds = time.monotonic() - play_start
+                _progress(before, done, len(specs), len(played), seconds, stats)
+        except BaseException:  # an error or a stop signal: either way, say what is kept
+            logger.error(
+                "stopped: %d of %d episodes are journaled in %s; a rerun resumes from there",
+                len(resumed) + len(played),
+                len(specs),
+                journal.path,
+            )
+            raise
+    return resumed, played
+
+
+def play_tree(
+    config: Synthesize, local: Environment, limiter: RateLimited | None, stats: PolicyStats
+) -> list[dict]:
+    """The teacher's games against every reply of the opponent (`DecisionTree`), each position asked `votes`
+    times. Not journaled: the tree takes seconds with the embedded teacher; for a paid API, `teacher.cache_dir`
+    keeps every reply, so a rerun asks nothing twice."""
+    with teacher_endpoint(config, local) as base_url:
+        policy = teacher_policy(config, base_url, config.teacher.seed, teacher_model(config, local))
+        if limiter:
+            limiter.policy = policy
+        try:
+            games = local.decision_tree(limiter or policy, config.votes)
+        finally:
+            _add_stats(stats, policy.stats)
+    logger.info(
+        "the teacher's tree: %d games, %d requests (%d votes a position), %d retries",
+        len(games),
+        stats.requests,
+        config.votes,
+        stats.retries,
+    )
+    return [game.to_dict() for game in games]
 
 
 def _add_stats(total: PolicyStats, part: PolicyStats) -> None:

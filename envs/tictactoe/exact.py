@@ -201,19 +201,30 @@ def opponent_branches(
 ) -> list[tuple[float, Episode]]:
     """The episode after the reply, once per possible opponent answer (at the episode's opponent skill), with
     its probability."""
+    answers = opponent_answers(env, episode, reply)
+    if answers[0][0] is None:
+        return [(q, answers[0][1])]
+    faced = answers[0][1].state["opponent_faced"]
+    probs = opponent_distribution(faced, episode.state["random_move_prob"])
+    return [(q * probs[cell], child) for cell, child in answers]
+
+
+def opponent_answers(env: TicTacToeGame, episode: Episode, reply: Reply) -> list[tuple[int | None, Episode]]:
+    """The episode after the reply, once per answer the opponent can make at its skill, with the cell it plays;
+    one episode with cell None when no answer follows (an invalid move re-prompted, or the game over)."""
     reply = Reply(reply.content)  # token ids are not needed to score
     probe = episode.fork()
     probe.state["opponent_faced"] = None
     env.advance(probe, reply)
     faced = probe.state["opponent_faced"]
-    if faced is None:  # invalid move re-prompted, or the game ended on the model's move
-        return [(q, probe)]
+    if faced is None:
+        return [(None, probe)]
     out = []
-    for cell, p in opponent_distribution(faced, episode.state["random_move_prob"]).items():
+    for cell in opponent_distribution(faced, episode.state["random_move_prob"]):
         child = episode.fork()
         child.state["forced_replies"] = [cell]
         env.advance(child, reply)
-        out.append((q * p, child))
+        out.append((cell, child))
     return out
 
 

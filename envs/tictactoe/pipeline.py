@@ -19,6 +19,7 @@ from envs.tictactoe.suite import SUITE
 from envs.tictactoe.symmetry import symmetric_games
 from envs.tictactoe.teacher import TEACHER_SKILL
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
+from envs.tictactoe.tree import decision_tree
 from wander.core.episode import Episode
 from wander.core.evaluation_suite import EvaluationSuite, matrix_suite_specs
 from wander.core.pipeline_hooks import DEFAULT_SUITE_GAMES, PipelineHooks, SpecChecks, text_tokens
@@ -112,6 +113,11 @@ class TicTacToePipeline(PipelineHooks):
             if w["outcome"] == "loss"
             for position in line_positions(self, policy, side, w["line"])
         ]
+
+    def decision_tree(self, policy: Policy, votes: int) -> list[Episode]:
+        """DecisionTree: the verified teacher's games against every opponent reply, as X and as O
+        (envs/tictactoe/tree.py)."""
+        return decision_tree(self, policy, votes)
 
     def _memoized(self, policy: Policy) -> Memoized:
         # One reply cache per policy for as long as the policy lives: the worst case asks the positions the exact

@@ -50,6 +50,13 @@ class Generate(Section):
 class Synthesize(Section):
     """The teacher plays one split's episodes through the OpenAI Chat Completions protocol, journaled per batch."""
 
+    mode: Literal["split", "tree"] = "split"
+    """split: the teacher plays the split's episodes (games against the split's opponents). tree: it answers every
+    position a student that plays like it meets, against every reply of the opponent, as each side, one game per
+    leaf (an env with the `DecisionTree` capability: tic-tac-toe); the split is not played. Why the chat profile
+    uses tree: docs/experiments/chat-model.md."""
+    votes: int = Field(8, ge=1)
+    """mode tree: requests per position (distinct request seeds); the env's verifier chooses among the replies."""
     split: Literal["train", "eval", "test"] = "train"
     """Split whose episodes the teacher plays."""
     num_episodes: int | None = Field(None, ge=1)
@@ -78,6 +85,10 @@ class Synthesize(Section):
     def _one_teacher(self) -> Synthesize:
         if self.teacher_url and self.teacher_model:
             raise ValueError("set teacher_url (an endpoint) or teacher_model (served by vLLM here), not both")
+        if self.mode == "tree" and self.num_episodes is not None:
+            raise ValueError(
+                "num_episodes takes a prefix of the split's games; mode tree plays the whole tree: set it to null"
+            )
         return self
 
     @field_validator("teacher")

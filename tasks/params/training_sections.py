@@ -101,6 +101,10 @@ class SFT(TrainingCompute):
     """Steps between resumable checkpoints."""
     seed: int = 0
     """Seed of data order and dropout."""
+    min_example_repeats: int | None = Field(None, ge=1)
+    """Each distinct conversation SFT trains on at least this often: as often as the games hold it, topped up where
+    they hold it fewer times (a tree of games, synthesize's `mode: tree`, holds an opening once per leaf below it and
+    a late position once); null: as the games hold it. Why the chat profile's: docs/experiments/chat-model.md."""
 
 
 def stage_models(models: str, stages: Iterable[str]) -> dict[str, str]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from tasks.runtime.trainer_args import device_args
-from tasks.sft import distinct_rows, repeat_rows
+from tasks.sft import distinct_rows, repeat_rows, repeated_index
 
 
 def _turn(board: str, move: int) -> list[dict]:
@@ -21,6 +22,20 @@ def test_distinct_rows_keep_first_seen_order_and_every_position() -> None:
     assert distinct == [a, b, c]
     assert index == [0, 1, 0, 2, 1, 0]
     assert [distinct[i] for i in index] == [a, b, a, c, b, a]
+
+
+def test_min_example_repeats_top_up_the_rare_conversations_and_keep_the_common_ones() -> None:
+    a, b, c = _turn("012/345/678", 4), _turn("X12/345/678", 4), _turn("012/345/678", 0)
+    distinct, index = distinct_rows([a, b, a, c, b, a])  # an opening thrice, a late position once
+    assert repeated_index(index, None) == index
+    laid_out = [distinct[i] for i in repeated_index(index, 2)]
+    assert laid_out[:6] == [a, b, a, c, b, a]  # the data as it is, then the copies it lacked
+    assert sorted(map(str, laid_out[6:])) == [str(c)]
+    assert Counter(map(str, (distinct[i] for i in repeated_index(index, 4)))) == {
+        str(a): 4,
+        str(b): 4,
+        str(c): 4,
+    }
 
 
 def test_repeated_rows_are_the_dataset_trl_prepares_from_all_rows(tmp_path: Path, base_model: Path) -> None:

@@ -359,3 +359,48 @@ def test_synthesis_logs_a_line_per_tenth_and_no_line_per_request(
     loud = synthesize_output(params, tmp_path, "--verbose")
     assert loud.count("HTTP Request: POST") >= batches  # the switch brings the request lines back
     assert loud.count("POST /v1/chat/completions") >= batches  # and the embedded teacher's access lines
+
+
+def test_tree_mode_asks_the_embedded_teacher_at_every_position_of_its_tree_and_curate_keeps_every_game(
+    tmp_path: Path, params_at, stage_config, base_model: Path
+) -> None:
+    from tasks import curate
+
+    params = params_at(tmp_path)  # no episode specs: the tree is not the split's games
+    shutil.copytree(base_model, params["layout"]["base_model"])
+    metrics = synthesize.run(stage_config("synthesize", params, mode="tree", votes=2))
+    records = episodes_of(params)
+    env = load_environment(**{"name": "tictactoe", **params["env"]["tictactoe"]})
+    asked = {
+        json.dumps(c[:-1], sort_keys=True) for r in records for c in env.training_conversations(r["messages"])
+    }
+    assert metrics["episodes"] == metrics["played"] == len(records) > 300 and metrics["resumed"] == 0
+    assert metrics["requests"] == 2 * len(asked)  # each position once, `votes` times
+    # Two votes of a teacher that slips half the time: some positions get none that keeps the value (the profile
+    # asks eight), and every game through one of them has a value-losing move.
+    verified = [r for r in records if r["values"]["move_optimality"] == 1.0]
+    assert len(records) / 2 < len(verified) < len(records) and metrics["teacher"]["invalid_games"] == 0.0
+    assert all(r["state"]["outcome"] in ("win", "draw") for r in verified)
+    kept = curate.run(stage_config("curate", params))
+    assert kept["kept"] == len(verified)  # and each replays from its spec (curate checks it)
+
+
+def test_tree_mode_is_refused_in_one_line_for_an_env_without_the_tree(
+    tmp_path: Path, params_at, stage_config
+) -> None:
+    from wander.core.capabilities import MissingCapability
+
+    params = params_at(tmp_path)
+    params["env"]["name"] = "reverse_text"
+    with pytest.raises(
+        MissingCapability, match="synthesize.mode: tree needs .* DecisionTree .* set synthesize.mode: split"
+    ):
+        synthesize.run(stage_config("synthesize", params, mode="tree"))
+    assert not Path(params["layout"]["episodes"]).exists()
+
+
+def test_tree_mode_plays_the_whole_tree_so_a_prefix_of_the_split_is_refused(
+    params_at, stage_config, tmp_path
+) -> None:
+    with pytest.raises(ValueError, match="mode tree plays the whole tree: set it to null"):
+        stage_config("synthesize", params_at(tmp_path), mode="tree", num_episodes=10)

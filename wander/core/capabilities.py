@@ -63,6 +63,18 @@ class LosingLines(Protocol):
 
 
 @runtime_checkable
+class DecisionTree(Protocol):
+    """The games a teacher plays against every reply its opponents can make: every position a student that plays
+    like it meets, each asked once (synthesize's `mode: tree`)."""
+
+    def decision_tree(self, policy: Policy, votes: int) -> list[Episode]:
+        """One finished episode per leaf of that tree, as each side, replayable from its spec; at each position
+        `policy` is asked `votes` times and the env's verifier chooses among its replies (the tree is then one
+        consistent player's)."""
+        ...
+
+
+@runtime_checkable
 class CandidateReplies(Protocol):
     """An enumerable action space: every distinct reply worth trying at a turn (GRPO's exploration)."""
 

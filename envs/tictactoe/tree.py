@@ -55,9 +55,8 @@ def decision_tree(env: TicTacToeGame, policy: Policy, votes: int, max_batch_size
     """The games the verified teacher plays against every sequence of opponent replies, one per leaf, X's first:
     each an episode of its own seed (0, 1, ...), strata round-robin (every game stands for every opponent), the
     opponent's replies forced by its spec."""
-    teacher = Memoized(
-        VerifiedVotes(env, policy, votes)
-    )  # a position recurs under other move orders: asked once
+    # A position recurs under other move orders (and in the replay below): asked once.
+    teacher = Memoized(VerifiedVotes(env, policy, votes))
     frontier: list[tuple[Episode, bool, list[int]]] = [
         (episode, side == "X", [] if side == "X" else list(episode.spec["forced_replies"]))
         for side, starts in side_starts(env).items()

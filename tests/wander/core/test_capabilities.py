@@ -9,6 +9,7 @@ from wander.core.capabilities import (
     Augmentation,
     BestOutcomes,
     CandidateReplies,
+    DecisionTree,
     ExactEvaluation,
     ExpectedOutcomes,
     LosingLines,
@@ -18,10 +19,12 @@ from wander.core.capabilities import (
 )
 
 CAPABILITIES = (
-    ExactEvaluation, WorstCase, LosingLines, CandidateReplies, ExpectedOutcomes, BestOutcomes, Augmentation
+    ExactEvaluation, WorstCase, LosingLines, CandidateReplies, ExpectedOutcomes, BestOutcomes, Augmentation,
+    DecisionTree,
 )  # fmt: skip
 MEMBERS = ("exact_suite", "exact_note", "exact_columns", "worst_case", "worst_case_lines", "worst_case_summary",
-           "losing_positions", "candidate_replies", "expected_outcomes", "best_outcomes", "equivalent_games")  # fmt: skip
+           "losing_positions", "candidate_replies", "expected_outcomes", "best_outcomes", "equivalent_games",
+           "decision_tree")  # fmt: skip
 
 
 def test_the_base_environment_inherits_no_capability_stub():

@@ -68,7 +68,7 @@ def exact_results(
             (0, q, env.start({**spec, "forced_replies": [cell]}))
             for cell, q in opponent_distribution(EMPTY_BOARD, random_move_prob).items()
         ]
-    leaves = _expand(env, _asker(env, memoized(policy), max_batch_size), frontier, [])
+    leaves = _expand(env, asker(env, memoized(policy), max_batch_size), frontier, [])
     out = _sums(leaves, 1)[0]
     out["positions"] = float(len(leaves))
     return out
@@ -79,7 +79,7 @@ def expected_after(
 ) -> list[dict[str, float]]:
     """Expected metrics of each episode after its given reply, over every answer of its opponent, the policy
     greedy from then on: the value of that one move, with no luck of later samples in it."""
-    return _after(env, _asker(env, memoized(policy), max_batch_size), branches)
+    return _after(env, asker(env, memoized(policy), max_batch_size), branches)
 
 
 def best_after(env: TicTacToeGame, branches: Sequence[tuple[Episode, Reply]]) -> list[dict[str, float]]:
@@ -130,7 +130,7 @@ def move_value(board: str, cell: int, random_move_prob: float, draw: float = 0.5
     return total
 
 
-def _asker(env: TicTacToeGame, policy: Policy, max_batch_size: int) -> AskFn:
+def asker(env: TicTacToeGame, policy: Policy, max_batch_size: int) -> AskFn:
     """A policy asked about episodes through their observations, in batches."""
     return lambda episodes: _ask(policy, [env.observation(ep) for ep in episodes], max_batch_size)
 

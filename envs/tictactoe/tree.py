@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from envs.tictactoe.board import OPTIMAL_MOVES
-from envs.tictactoe.exact import Memoized, move_value, opponent_answers, side_starts
+from envs.tictactoe.exact import Memoized, asker, move_value, opponent_answers, side_starts
 from envs.tictactoe.game import TicTacToeGame
 from envs.tictactoe.players import board_of
 from wander.core.episode import Episode
@@ -57,6 +57,7 @@ def decision_tree(env: TicTacToeGame, policy: Policy, votes: int, max_batch_size
     opponent's replies forced by its spec."""
     # A position recurs under other move orders (and in the replay below): asked once.
     teacher = Memoized(VerifiedVotes(env, policy, votes))
+    ask = asker(env, teacher, max_batch_size)
     frontier: list[tuple[Episode, bool, list[int]]] = [
         (episode, side == "X", [] if side == "X" else list(episode.spec["forced_replies"]))
         for side, starts in side_starts(env).items()
@@ -64,9 +65,7 @@ def decision_tree(env: TicTacToeGame, policy: Policy, votes: int, max_batch_size
     ]
     leaves: list[tuple[bool, list[int]]] = []
     while frontier:
-        replies: list[Reply] = []
-        for i in range(0, len(frontier), max_batch_size):
-            replies += teacher([env.observation(ep) for ep, _, _ in frontier[i : i + max_batch_size]])
+        replies = ask([ep for ep, _, _ in frontier])
         children = []
         for (episode, first, cells), reply in zip(frontier, replies, strict=True):
             for cell, child in opponent_answers(env, episode, reply):

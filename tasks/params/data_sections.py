@@ -126,6 +126,7 @@ class Curate(Section):
     max_length: int | None = Field(None, ge=1)
     """Validation: longest game in base-model tokens; null = the model's context."""
     eval_fraction: float = Field(0.05, ge=0.0, lt=1.0)
-    """Share of games per stratum held out for the SFT eval loss."""
+    """Share of games per stratum held out of SFT into `eval.jsonl`, for inspection: no stage trains on or scores
+    them (the evaluation plays its own episodes)."""
     seed: int = 0
     """Seed of balancing and of the hold-out."""

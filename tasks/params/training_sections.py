@@ -71,6 +71,10 @@ class TrainingCompute(Section):
     wander/policies/precision.py; the chat profiles' choice, measured: docs/experiments/chat-model.md)."""
     torch_threads: int = Field(0, ge=0)
     """CPU threads for torch; 0 keeps torch's default."""
+    model_init_kwargs: dict[str, Any] | None = None
+    """TRL's `model_init_kwargs`: keyword arguments of the trained model's `from_pretrained`, e.g.
+    `{attn_implementation: eager}`; null = transformers' defaults (sdpa attention). Why the chat profile trains with
+    eager attention on the CPU: docs/experiments/chat-model.md#eager-attention-on-the-cpu."""
     lora: LoraOptions = None
     """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
     `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tasks.runtime.trainer_args import device_args
 from tasks.sft import distinct_rows, repeat_rows, repeated_index
 
@@ -89,3 +91,29 @@ def test_bf16_is_off_by_default_null_follows_the_hardware_and_true_trains_in_aut
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
     # Mixed precision: the trained weights stay float32, so the saved checkpoint loads like any other.
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
+
+
+def test_model_init_kwargs_load_the_trained_model_with_eager_attention_and_the_same_loss(
+    tmp_path: Path, base_model: Path
+) -> None:
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from tasks.params.load import load_params
+    from tasks.runtime.trainer_args import trainer_args
+
+    rows = [_turn("012/345/678", 4), _turn("X12/345/678", 4), _turn("OX2/345/678", 6)]
+    losses = {}
+    for kernel in ("eager", "sdpa"):
+        section = {"model_init_kwargs": {"attn_implementation": kernel}, "max_length": 40}
+        sft = load_params(params={"sft": section}).sft
+        args = trainer_args(SFTConfig, sft, output_dir=str(tmp_path / kernel), max_steps=2)
+        assert args.model_init_kwargs == {"attn_implementation": kernel}
+        torch.manual_seed(0)
+        trainer = SFTTrainer(
+            model=str(base_model), args=args, train_dataset=Dataset.from_list([{"messages": c} for c in rows])
+        )
+        assert trainer.model.config._attn_implementation == kernel
+        losses[kernel] = trainer.train().training_loss
+    assert losses["eager"] == pytest.approx(losses["sdpa"], rel=1e-3)  # the same attention, another kernel

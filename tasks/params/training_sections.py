@@ -73,8 +73,8 @@ class TrainingCompute(Section):
     """CPU threads for torch; 0 keeps torch's default."""
     model_init_kwargs: dict[str, Any] | None = None
     """TRL's `model_init_kwargs`: keyword arguments of the trained model's `from_pretrained`, e.g.
-    `{attn_implementation: eager}`; null = transformers' defaults (sdpa attention). Why the chat profile trains with
-    eager attention on the CPU: docs/experiments/chat-model.md#eager-attention-on-the-cpu."""
+    `{attn_implementation: eager}`; null = transformers' defaults (sdpa attention). Eager on the CPU, measured (SFT
+    faster, models worse, so the chat profile keeps sdpa): docs/experiments/chat-model.md#eager-attention-on-the-cpu."""
     lora: LoraOptions = None
     """null = full fine-tuning; else LoRA through TRL's `peft_config`: peft `LoraConfig` fields over
     `wander.training.lora.LORA_DEFAULTS` (`{}` = rank 16 on every linear layer). Adapters are merged when the stage

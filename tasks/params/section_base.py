@@ -8,6 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from wander.core.parse_lock import serialize_ast_parse
+
+# use_attribute_docstrings parses each section's source at import, maybe beside a Prefect thread's parse.
+serialize_ast_parse()
+
 # The library configs stay plain dataclasses in wander/; validated here with unknown keys refused.
 FORBID = ConfigDict(extra="forbid")
 

@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.dataclasses import dataclass as checked
 
+from wander.core.parse_lock import serialize_ast_parse
 from wander.policies.loading import is_scripted_name
 from wander.policies.vllm_server_config import VLLMServerConfig
+
+serialize_ast_parse()  # use_attribute_docstrings parses this module's source, maybe beside a Prefect thread's parse
 
 VLLMServer = checked(VLLMServerConfig, config=ConfigDict(extra="forbid"))
 """`VLLMServerConfig` with unknown keys refused, as a config field."""

@@ -1,5 +1,6 @@
 """Test-wide settings: offline and quiet, whatever the caller's shell has."""
 
+import os
 import sys
 
 import pytest
@@ -7,6 +8,13 @@ import pytest
 from wander.core.offline import stay_offline
 
 stay_offline()
+
+# Each xdist worker's share of the cores, for torch here and in every process a test starts (a stage's torch_threads
+# 0 is torch's default, which reads OMP_NUM_THREADS): two workers of two-thread torch on two cores crawl, spinning for
+# the core the other holds (the calculator's smoke pipeline: 134 s alone, 494 s beside the other worker's).
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import sys
 import threading
 from typing import Any
@@ -19,6 +20,15 @@ from typing import Any
 # The releases with the shared counter (the project runs on 3.11: pyproject's requires-python).
 AFFECTED = (3, 11) <= sys.version_info[:3] < (3, 11, 8)
 _LOCK = threading.RLock()
+
+
+def _new_lock() -> None:
+    global _LOCK
+    _LOCK = threading.RLock()
+
+
+# A child forked while another thread parsed would inherit the lock held, by a thread it does not have.
+os.register_at_fork(after_in_child=_new_lock)
 
 
 def serialize_ast_parse() -> None:

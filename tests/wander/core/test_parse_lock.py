@@ -79,3 +79,38 @@ def test_serializing_wraps_parse_once_and_only_where_needed() -> None:
         ast.dump(ast.parse("x = 1"))
         == "Module(body=[Assign(targets=[Name(id='x', ctx=Store())], value=Constant(value=1))], type_ignores=[])"
     )
+
+
+# A thread holds the lock (as in the middle of a parse) while the process forks: the child must parse at once.
+FORK = """
+import ast, os, sys, threading, time
+from wander.core import parse_lock
+parse_lock.serialize_ast_parse()
+held, release = threading.Event(), threading.Event()
+def hold():
+    with parse_lock._LOCK:
+        held.set()
+        release.wait()
+threading.Thread(target=hold, daemon=True).start()
+held.wait()
+pid = os.fork()
+if pid == 0:
+    ast.parse("x = 1")
+    os._exit(0)
+end = time.monotonic() + 20
+while time.monotonic() < end:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("parsed" if status == 0 else "failed")
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    print("hung")
+release.set()
+"""
+
+
+def test_a_child_forked_while_another_thread_holds_the_lock_parses() -> None:
+    out = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split()[-1] == "parsed"

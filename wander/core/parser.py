@@ -110,11 +110,13 @@ def last_assistant_content(messages: Sequence[Message]) -> str | None:
 
 
 INTEGER = re.compile(r"-?\d{1,30}")  # 30 digits: far beyond any answer, and int() of it never fails
+# What int() itself skips around a number: str.strip() would also take the separators \x1c-\x1f, which int() refuses.
+ASCII_SPACE = " \t\n\v\f\r"
 
 
 def parse_integer(text: str | None) -> int | None:
     """The whole number a parsed answer holds (`-12`, ` 42 `), or None for anything else."""
     if not isinstance(text, str):
         return None
-    text = text.strip()
+    text = text.strip(ASCII_SPACE)
     return int(text) if text.isascii() and INTEGER.fullmatch(text) else None

@@ -235,9 +235,9 @@ def test_a_watch_on_a_descriptor_past_1023_still_stops_this_process() -> None:
         held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
         watched = subprocess.Popen(["sleep", "60"])
         pt.stop_when_gone(watched.pid, grace=1.0)
-        print(watched.pid, flush=True)
         try:
             with pt.stop_on_signals(grace=5):
+                print(watched.pid, flush=True)  # once the handler is in: the kill below may stop us at once
                 time.sleep(60)
         except pt.Stopped as stop:
             print("stopped", flush=True)

@@ -57,19 +57,9 @@ def test_parse_integer_never_raises(text: str) -> None:
 
 
 def test_parse_integer_reads_whole_numbers_only() -> None:
-    assert [
-        parse_integer(t) for t in (" 42 ", "-7", "007", "4 2", "４２", "1e3", "9" * 31, "0\x1f", None)
-    ] == [
-        42,
-        -7,
-        7,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-    ]  # fmt: skip  ("0\x1f": str.strip() takes the separator, int() refuses it; found by the property test)
+    # "0\x1f": str.strip() takes the separator, int() refuses it (found by the property test above).
+    texts = (" 42 ", "-7", "007", "4 2", "４２", "1e3", "9" * 31, "0\x1f", None)
+    assert [parse_integer(t) for t in texts] == [42, -7, 7, None, None, None, None, None, None]
 
 
 @given(st.text(max_size=120), st.text(max_size=120))

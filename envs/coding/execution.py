@@ -1,37 +1,47 @@
 """Running a model's code in the sandbox (`wander.core.sandbox`): its program as it is (`run_code`), or its function
-against a problem's hidden tests (`run_tests`), and what the model reads back.
+judged on a problem's hidden tests (`run_tests`), and what the model reads back.
 
-The tests never touch a file: the harness reads a fresh nonce and the tests from its stdin before the model's code
-is loaded, and prints its verdict on one line that starts with the nonce, so text the code prints cannot pass for
-a verdict by accident. Code run in the same process could still read the harness's memory on purpose; the
-sandbox keeps such code from the machine, not from its own tests (docs/sandbox.md).
+The tests are judged outside the model's process: what enters the sandbox is the model's code and, one call at a
+time, a test's inputs; the function's values come back as plain data (`envs/coding/wire.py`) on a line of the
+sandbox's stdout, and this process compares them with the expected values, which never leave it. HumanEval's
+`check(candidate)` runs here too, its `candidate` a stand-in that calls the model's function in the sandbox.
+Whatever the code does in its own process (call the harness, read its stdin, patch builtins, exit early, write
+lines of its own, raise) can only make its own values wrong: it never sees an expected value or a verdict.
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
+from envs.coding import wire
 from envs.coding.problems import call_text
-from wander.core.sandbox import Execution, Sandbox, limit_hit
+from wander.core.sandbox import Execution, Sandbox, SandboxProcess, limit_hit
 
 SOLUTION = "solution.py"
 HARNESS = "harness.py"
+WIRE = "wire.py"
+WIRE_SOURCE = Path(wire.__file__).read_text()
 SHOWN_FAILURES = 3  # failing tests quoted back: enough to fix from, short enough for a small model's context
 SHOWN_CHARS = 600  # characters of a program's output quoted back by run_code
 VALUE_CHARS = 120  # characters of one returned value or error quoted back
 
-# Runs in the sandbox with the system's python3 (the standard library only). A test passes when the value equals
-# the expected one and is not a bool standing for a number (or the reverse): `True == 1` in Python.
+# Runs in the sandbox with the system's python3 (the standard library only): loads the code, says whether it
+# loaded, then for each line of inputs on stdin answers one line with the value or the error. The answers go to
+# a copy of stdout taken before the code loads; the code's own prints go to stderr.
 HARNESS_SOURCE = r"""
-import copy, json, sys
-nonce = sys.stdin.readline().strip()
-entry, cases = json.loads(sys.stdin.readline())
-sys.stdin.close()
-def verdict(payload):
-    sys.stdout.write("\n" + nonce + json.dumps(payload) + "\n")
-    sys.stdout.flush()
+import json, os, sys
+sys.path.insert(0, os.getcwd())
+import wire
+answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+def answer(**message):
+    answers.write(json.dumps(message) + "\n")
+    answers.flush()
+entry = sys.argv[1]
 try:
     namespace = {"__name__": "solution"}
     with open("solution.py", encoding="utf-8") as f:
@@ -40,27 +50,89 @@ try:
     if not callable(func):
         raise NameError(f"the code defines no function named {entry}")
 except BaseException as exc:
-    verdict({"load_error": f"{type(exc).__name__}: {exc}"})
+    answer(load_error=f"{type(exc).__name__}: {exc}")
     raise SystemExit(0)
-results = []
-if isinstance(cases, dict):  # HumanEval's tests: check(candidate) asserts, one test
+answer(loaded=True)
+for line in sys.stdin:
     try:
-        checks = dict(namespace)  # as HumanEval's own evaluation: the tests run after the code, in its module
-        exec(compile(cases["check"], "tests.py", "exec"), checks)
-        checks["check"](func)
-        results.append({"ok": True, "got": "passed"})
+        answer(value=wire.encode(func(*wire.decode(json.loads(line)))))
     except Exception as exc:
-        results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-    cases = []
-for args, expected in cases:
+        answer(error=f"{type(exc).__name__}: {exc}")
+"""
+
+
+class _Stopped(BaseException):
+    """The run ended before it answered (a limit, the timeout, an exit): no test after this one ran.
+
+    A BaseException, so that a check's own `except Exception` does not take it for a failed assertion."""
+
+
+class _Raised(Exception):
+    """The model's function raised: its error, in words, as the judge shows it."""
+
+
+class Candidate:
+    """The model's function as the judge calls it: its inputs go to the sandbox, its value comes back decoded."""
+
+    def __init__(self, process: SandboxProcess):
+        self.process = process
+
+    def __call__(self, *args: object) -> object:
+        self.process.send(json.dumps(wire.encode(list(args))) + "\n")
+        message = _answer(self.process)
+        if message is None:
+            raise _Stopped
+        if "error" in message:
+            raise _Raised(str(message["error"]))
+        try:
+            return wire.decode(message.get("value"))
+        except (ValueError, TypeError, RecursionError):
+            raise _Raised("its value could not be read back (not plain data)") from None
+
+
+def _answer(process: SandboxProcess) -> dict | None:
+    """The harness's next answer; None when the run stopped first. A line that is not an answer (the code wrote
+    on the answers' descriptor) stands for a value that cannot be read."""
+    line = process.readline()
+    if line is None:
+        return None
     try:
-        got = func(*copy.deepcopy(args))
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return {"error": "its answer could not be read back"}
+    return message if isinstance(message, dict) else {"error": "its answer could not be read back"}
+
+
+def judge_cases(candidate: Candidate, cases: list) -> list[dict]:
+    """Each `[args, expected]` case: passed when the value equals the expected one and is not a bool standing for
+    a number (or the reverse), as `True == 1` would in Python."""
+    results = []
+    for args, expected in cases:
+        try:
+            got = candidate(*copy.deepcopy(args))
+        except _Raised as error:
+            results.append({"ok": False, "error": str(error)})
+            continue
         same = got == expected and isinstance(got, bool) == isinstance(expected, bool)
         results.append({"ok": bool(same), "got": repr(got)})
-    except Exception as exc:
-        results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
-verdict({"results": results})
-"""
+    return results
+
+
+def judge_check(candidate: Candidate, entry_point: str, tests: dict) -> list[dict]:
+    """HumanEval's test: its prompt (the helpers its check calls) and its `check(candidate)`, run here, one test."""
+    namespace: dict = {"__name__": "tests"}
+    # The dataset's code, not the model's; a check that calls the function by its name (HumanEval/33) calls the
+    # model's, as HumanEval's own evaluation (prompt + completion in one module) does.
+    exec(compile(tests.get("prompt", ""), "prompt.py", "exec"), namespace)
+    namespace[entry_point] = candidate
+    exec(compile(tests["check"], "tests.py", "exec"), namespace)
+    try:
+        namespace["check"](candidate)
+    except _Raised as error:
+        return [{"ok": False, "error": str(error)}]
+    except Exception as error:
+        return [{"ok": False, "error": f"{type(error).__name__}: {error}"}]
+    return [{"ok": True, "got": "passed"}]
 
 
 @dataclass
@@ -85,44 +157,46 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _verdict(execution: Execution, nonce: str) -> dict | None:
-    lines = [line for line in execution.stdout.splitlines() if line.startswith(nonce)]
-    if not lines:
-        return None
-    try:
-        return json.loads(lines[-1][len(nonce) :])
-    except ValueError:
-        return None
-
-
 def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list | dict) -> TestRun:
-    """Run `code`'s function `entry_point` on `tests` in a fresh sandbox: [[args, expected], ...], or HumanEval's
-    {"check": source} (one test: `check(candidate)`)."""
-    nonce = secrets.token_hex(16)
-    stdin = f"{nonce}\n{json.dumps([entry_point, tests])}\n"
-    execution = sandbox.run(
-        ["python3", "-I", HARNESS], files={HARNESS: HARNESS_SOURCE, SOLUTION: code}, stdin=stdin
-    )
-    verdict = _verdict(execution, nonce)
+    """Judge `code`'s function `entry_point` on `tests`, run in a fresh sandbox: [[args, expected], ...], or
+    HumanEval's {"check": source, "prompt": source} (one test: `check(candidate)`)."""
     checked = isinstance(tests, dict)
-    tests = [[[], None]] if checked else tests  # HumanEval's check is one test
-    total = len(tests)
-    # A verdict and then a stop: the code left something running past its tests (a thread, a child).
+    cases = [[[], None]] if checked else tests  # HumanEval's check is one test
+    total = len(cases)
+    files = {HARNESS: HARNESS_SOURCE, WIRE: WIRE_SOURCE, SOLUTION: code}
+    results: list[dict] | None = None
+    with sandbox.open(["python3", "-I", HARNESS, entry_point], files=files) as process:
+        loaded = _answer(process)
+        if loaded is not None and loaded.get("loaded") is True:
+            try:
+                results = (
+                    judge_check(Candidate(process), entry_point, tests)
+                    if checked
+                    else judge_cases(Candidate(process), cases)
+                )
+            except _Stopped:
+                results = None
+            else:
+                process.send("", close=True)  # no more inputs: the harness ends, and with it the run
+                process.wait()
+    execution = process.execution
+    # Answers and then a stop: the code left something running past its tests (a thread, a child).
     late_stop = execution.reason if execution.returncode is None else None
-    if verdict is None:
-        reason = execution.reason or "the code ended the run before its tests finished"
-        return TestRun(0, total, f"The tests were stopped: {reason}.", execution.seconds, reason)
-    if "load_error" in verdict:
-        error = verdict["load_error"]
+    if loaded is not None and "load_error" in loaded:
+        error = str(loaded["load_error"])
         limit = limit_hit(error, sandbox.limits)  # caught in the harness: a MemoryError, a failed fork
         shown = f"{_clip(error, 2 * VALUE_CHARS)}" + (f" ({limit})" if limit else "")
         return TestRun(0, total, f"Your code did not load: {shown}", execution.seconds, limit or late_stop)
-    results = verdict.get("results", [])
+    if results is None:
+        unread = loaded is not None and "loaded" not in loaded  # the code wrote over its first answer
+        reason = "its answers could not be read back" if unread else execution.reason
+        reason = reason or "the code ended the run before its tests finished"
+        return TestRun(0, total, f"The tests were stopped: {reason}.", execution.seconds, reason)
     passed = sum(bool(r.get("ok")) for r in results)
-    if len(results) == total and passed == total:
+    if passed == total:
         return TestRun(passed, total, f"All {total} tests passed.", execution.seconds, late_stop)
     lines = [f"Passed {passed} of {total} tests."]
-    for (args, expected), result in zip(tests, results, strict=False):
+    for (args, expected), result in zip(cases, results, strict=True):
         if result.get("ok") or len(lines) > SHOWN_FAILURES:
             continue
         call = f"check({entry_point})" if checked else _clip(call_text(entry_point, args), VALUE_CHARS)

@@ -3,8 +3,9 @@ env's held-out side: evaluation only, never generated from, trained on or curate
 what the model learned on the project's own problems carries to problems written by people.
 
 A spec holds the problem's prompt (its signature and docstring) in a fenced block, its entry point, and its test
-code as `{"check": source}`: the harness runs `check(candidate)`, one test per problem, as HumanEval's own
-evaluation does. Strata are the reference solution's length, in lines, cut into equal-sized groups.
+code as `{"check": source, "prompt": source}`: the judge runs the prompt (the helpers some checks call) and
+`check(candidate)` in its own process, one test per problem, `candidate` calling the model's function in the
+sandbox (envs/coding/execution.py). Strata are the reference solution's length, in lines, cut into equal-sized groups.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def humaneval_specs(num_groups: int = MAX_STRATA) -> list[dict]:
             "problem": f"{INTRO}```python\n{p['prompt'].strip()}\n```",
             "entry_point": p["entry_point"],
             "family": FAMILY,
-            "tests": json.dumps({"check": p["test"]}),
+            "tests": json.dumps({"check": p["test"], "prompt": p["prompt"]}),
         }
         for index, p in enumerate(problems)
     ]

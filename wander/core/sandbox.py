@@ -34,9 +34,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from wander.core.seccomp import filter_program
 
 BWRAP = "bwrap"
 # The process between the caller and bwrap: a child subreaper (prctl PR_SET_CHILD_SUBREAPER) that reaps every process
@@ -48,7 +51,12 @@ ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
 child = os.fork()
 if child == 0:
     os.execvp(sys.argv[1], sys.argv[1:])
-signal.signal(signal.SIGTERM, lambda *_: os.kill(child, signal.SIGKILL))
+def stop(*_):
+    try:
+        os.kill(child, signal.SIGKILL)
+    except ProcessLookupError:  # it ended by itself first: its status is waited for below
+        pass
+signal.signal(signal.SIGTERM, stop)
 null = os.open("/dev/null", os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)
@@ -133,9 +141,19 @@ class Sandbox:
         self.user = _unprivileged_user()
         # The reaper's Python: the system's, which the unprivileged user may run (a venv under /root it may not).
         self.python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+        self.seccomp = filter_program()
 
     def run(self, command: Sequence[str], files: dict[str, str] | None = None, stdin: str = "") -> Execution:
         """Run `command` in /work, after writing `files` (relative path -> text) there."""
+        with self.open(command, files) as process:
+            process.send(stdin, close=True)
+            process.wait()
+        return process.execution
+
+    @contextmanager
+    def open(self, command: Sequence[str], files: dict[str, str] | None = None) -> Iterator[SandboxProcess]:
+        """Start `command` as `run` does and talk to it (`send`, `readline`) inside the block; its `execution`
+        after. The run is killed when the block ends, if it has not ended by then."""
         with self.slots, tempfile.TemporaryDirectory(prefix="wander-sandbox-") as tmp:
             staged = Path(tmp) / "files"
             staged.mkdir()
@@ -145,18 +163,33 @@ class Sandbox:
                     raise ValueError(f"sandbox file {name!r} is outside the working folder")
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text)
+            filter_path = Path(tmp) / "seccomp.bpf"
+            filter_path.write_bytes(self.seccomp)
             if self.user is not None:
                 os.chown(tmp, self.user.pw_uid, self.user.pw_gid)
                 for path in [staged, *staged.rglob("*")]:
                     os.chown(path, self.user.pw_uid, self.user.pw_gid)
-            return self._execute(self._bwrap(staged, command), stdin)
+            filter_fd = os.open(filter_path, os.O_RDONLY)
+            try:
+                process = SandboxProcess(self, self._bwrap(staged, filter_fd, command), filter_fd)
+            finally:
+                os.close(filter_fd)
+            try:
+                yield process
+            finally:
+                process.finish()
 
-    def _bwrap(self, staged: Path, command: Sequence[str]) -> list[str]:
+    def _bwrap(self, staged: Path, filter_fd: int, command: Sequence[str]) -> list[str]:
         """The bwrap command line: namespaces, a read-only system, /work with the staged files, no variables."""
         limits = self.limits
+        # The process limit is set inside the sandbox's own user namespace (by its shell), not before bwrap: the
+        # kernel counts a user namespace's processes against the limit its creator had, so a limit set outside
+        # would count every sandbox's processes together and one run's fork bomb would fail its neighbours.
+        inside = f'ulimit -p {limits.processes}; cp -R /staged/. /work/ 2>/dev/null; exec "$@"'
         return [
             BWRAP,
-            *("--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"),
+            *("--unshare-all", "--unshare-user", "--disable-userns", "--seccomp", str(filter_fd)),
+            *("--die-with-parent", "--new-session", "--cap-drop", "ALL"),
             *("--hostname", "sandbox"),
             *("--ro-bind", "/usr", "/usr"),
             *("--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib"),
@@ -179,56 +212,88 @@ class Sandbox:
                 "C.UTF-8",
             ),
             "--",
-            *("/bin/sh", "-c", 'cp -R /staged/. /work/ 2>/dev/null; exec "$@"', "sandbox"),
+            *("/bin/sh", "-c", inside, "sandbox"),
             *command,
         ]
 
-    def _execute(self, argv: list[str], stdin: str) -> Execution:
-        """Start, feed, read (capped), wait (bounded), kill the tree; say why it failed."""
-        limits, start = self.limits, time.monotonic()
-        proc = subprocess.Popen(
-            [self.python, "-I", "-S", "-c", REAPER, *argv],
+
+class SandboxProcess:
+    """One running sandbox: lines to its stdin, lines from its stdout, all within the run's wall-clock time and
+    output budget; `execution` once `Sandbox.open`'s block has ended."""
+
+    def __init__(self, sandbox: Sandbox, argv: list[str], filter_fd: int):
+        self.limits, self.start = sandbox.limits, time.monotonic()
+        self.deadline = self.start + self.limits.wall_seconds
+        self.timed_out = False
+        self.execution: Execution | None = None
+        self.proc = subprocess.Popen(
+            [sandbox.python, "-I", "-S", "-c", REAPER, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=self._limit,
-            user=self.user.pw_uid if self.user else None,
-            group=self.user.pw_gid if self.user else None,
-            extra_groups=[] if self.user else None,
+            pass_fds=(filter_fd,),
+            user=sandbox.user.pw_uid if sandbox.user else None,
+            group=sandbox.user.pw_gid if sandbox.user else None,
+            extra_groups=[] if sandbox.user else None,
             cwd="/",
             env={"PATH": "/usr/bin:/bin"},
         )
-        reader = _CappedReader(proc, limits.output_bytes)
-        reader.start(stdin)
-        timed_out = False
+        self.reader = _CappedReader(self.proc, self.limits.output_bytes)
+        self.reader.start()
+
+    def send(self, text: str, close: bool = False) -> None:
+        """Write `text` to the run's stdin (and close it); a run that does not take it in its time is stopped."""
+        writer = threading.Thread(target=self.reader.feed, args=(text, close), daemon=True)
+        writer.start()
+        writer.join(timeout=max(self.deadline - time.monotonic(), 0))
+        if writer.is_alive():
+            self._stop(timed_out=True)
+
+    def readline(self) -> str | None:
+        """The next line the run prints (without its newline), or None once it ended, overflowed or timed out."""
+        line = self.reader.readline(self.deadline)
+        if line is None and time.monotonic() >= self.deadline and self.proc.poll() is None:
+            self._stop(timed_out=True)
+        return line
+
+    def wait(self) -> None:
+        """Wait for the run to end by itself, until its wall-clock time is up."""
         try:
-            proc.wait(timeout=limits.wall_seconds)
+            self.proc.wait(timeout=max(self.deadline - time.monotonic(), 0))
         except subprocess.TimeoutExpired:
-            timed_out = True
-        if proc.poll() is None:
-            _kill(proc)
-        stdout, stderr = reader.join()
-        seconds = time.monotonic() - start
-        code = proc.returncode
-        if timed_out:
-            return Execution(
-                None, stdout, stderr, seconds, f"wall-clock timeout after {limits.wall_seconds:g} s"
-            )
-        if reader.overflowed.is_set():
-            return Execution(
-                None, stdout, stderr, seconds, f"output limit: more than {limits.output_bytes} bytes"
-            )
-        return Execution(code, stdout, stderr, seconds, _reason(code, stderr, limits))
+            self._stop(timed_out=True)
+
+    def _stop(self, timed_out: bool) -> None:
+        self.timed_out = self.timed_out or timed_out
+        if self.proc.poll() is None:
+            _kill(self.proc)
+
+    def finish(self) -> None:
+        """Kill what is left and say what the run did (`execution`)."""
+        if self.reader.ended:  # stdout closed: the run is ending by itself; its own status says how
+            self.wait()
+        self._stop(timed_out=False)
+        stdout, stderr = self.reader.join()
+        seconds, code, limits = time.monotonic() - self.start, self.proc.returncode, self.limits
+        if self.timed_out:
+            reason = f"wall-clock timeout after {limits.wall_seconds:g} s"
+            self.execution = Execution(None, stdout, stderr, seconds, reason)
+        elif self.reader.overflowed.is_set():
+            reason = f"output limit: more than {limits.output_bytes} bytes"
+            self.execution = Execution(None, stdout, stderr, seconds, reason)
+        else:
+            self.execution = Execution(code, stdout, stderr, seconds, _reason(code, stderr, limits))
 
     def _limit(self) -> None:
-        """In the child before exec: the limits every process of the run inherits."""
+        """In the child before exec: the limits every process of the run inherits (the process limit is set
+        inside, see `Sandbox._bwrap`)."""
         limits = self.limits
         # CPU: SIGXCPU at the soft limit (named in the reason), SIGKILL a second later.
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
         for kind, value in (
             (resource.RLIMIT_AS, limits.memory_mb * 2**20),
-            (resource.RLIMIT_NPROC, limits.processes),
             (resource.RLIMIT_NOFILE, limits.open_files),
             (resource.RLIMIT_FSIZE, limits.file_mb * 2**20),
             (resource.RLIMIT_CORE, 0),
@@ -237,40 +302,65 @@ class Sandbox:
 
 
 class _CappedReader:
-    """Reads stdout and stderr in threads up to a shared byte budget; past it, kills the run."""
+    """Reads stdout and stderr in threads up to a shared byte budget (past it, kills the run); hands out stdout's
+    lines as they come."""
 
     def __init__(self, proc: subprocess.Popen, budget: int):
         self.proc, self.budget = proc, budget
         self.used = 0
-        self.lock = threading.Lock()
+        self.arrived = threading.Condition()
         self.overflowed = threading.Event()
         self.chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        self.unread = bytearray()  # stdout not yet handed out by readline
+        self.ended = False  # stdout reached its end
         self.threads: list[threading.Thread] = []
 
-    def start(self, stdin: str) -> None:
-        """Feed stdin and start reading both streams."""
+    def start(self) -> None:
+        """Start reading both streams."""
         streams = (("stdout", self.proc.stdout), ("stderr", self.proc.stderr))
         self.threads = [threading.Thread(target=self._read, args=s, daemon=True) for s in streams]
-        self.threads.append(threading.Thread(target=self._feed, args=(stdin,), daemon=True))
         for thread in self.threads:
             thread.start()
 
-    def _feed(self, stdin: str) -> None:
+    def feed(self, text: str, close: bool) -> None:
+        """Write to the run's stdin (a thread of its own calls this: a run that does not read would block it)."""
         try:
-            self.proc.stdin.write(stdin.encode())
-            self.proc.stdin.close()
-        except OSError:  # the run ended or closed its stdin first
+            self.proc.stdin.write(text.encode())
+            self.proc.stdin.flush()
+            if close:
+                self.proc.stdin.close()
+        except (OSError, ValueError):  # the run ended or closed its stdin first
             pass
 
     def _read(self, name: str, stream) -> None:
         while chunk := stream.read1(65536):
-            with self.lock:
+            with self.arrived:
                 room = self.budget - self.used
-                self.chunks[name].append(chunk[: max(room, 0)])
+                kept = chunk[: max(room, 0)]
+                self.chunks[name].append(kept)
+                if name == "stdout":
+                    self.unread += kept
                 self.used += len(chunk)
+                self.arrived.notify_all()
                 if self.used > self.budget and not self.overflowed.is_set():
                     self.overflowed.set()
                     _kill(self.proc)
+        if name == "stdout":
+            with self.arrived:
+                self.ended = True
+                self.arrived.notify_all()
+
+    def readline(self, deadline: float) -> str | None:
+        """stdout's next whole line, or None when it ends, overflows or `deadline` (time.monotonic) passes first."""
+        with self.arrived:
+            while b"\n" not in self.unread:
+                left = deadline - time.monotonic()
+                if self.ended or self.overflowed.is_set() or left <= 0:
+                    return None
+                self.arrived.wait(left)
+            line, _, rest = bytes(self.unread).partition(b"\n")
+            self.unread[:] = rest
+            return line.decode(errors="replace")
 
     def join(self) -> tuple[str, str]:
         """Both streams as text, each cut at the budget."""

@@ -1,5 +1,5 @@
-"""HumanEval as the coding env's held-out side: its 164 problems as specs, their tests run in the sandbox as
-HumanEval's own evaluation runs them, never in training, the teacher giving up on them."""
+"""HumanEval as the coding env's held-out side: its 164 problems as specs, their tests judged as HumanEval's own
+evaluation judges them (the check here, the function in the sandbox), never in training, the teacher giving up on them."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_every_reference_solution_passes_its_tests_in_the_sandbox_and_a_stub_fai
     failed = []
     for spec, problem in zip(specs, problems, strict=True):
         tests = json.loads(spec["tests"])
-        assert tests == {"check": problem["test"]} and spec["entry_point"] == problem["entry_point"]
+        assert tests == {"check": problem["test"], "prompt": problem["prompt"]}
+        assert spec["entry_point"] == problem["entry_point"]
         solved = run_tests(
             env.sandbox, problem["prompt"] + problem["canonical_solution"], spec["entry_point"], tests
         )

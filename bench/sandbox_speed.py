@@ -3,7 +3,7 @@
 The same short program (`python3 -I -c` of a sum) run RUNS times one after another, bare (`subprocess.run`) and in
 the sandbox (bubblewrap namespaces, limits, the private folder), then RUNS times through a sandbox that runs two at
 once: what an env that checks a model's code pays per execution on this machine. Then the coding env's own unit of
-work, a submission: a reference solution through `run_tests` (the harness and its tests in a fresh sandbox) and
+work, a submission: a reference solution through `run_tests` (its function in a fresh sandbox, judged outside it) and
 ruff's check of it, RUNS times. Last, RUNS episodes of the env's teacher (its slips and fixes included) played as
 one batch, its steps one after another and then at once (`steps_block`: at most the sandbox's `parallel` runs at
 a time).

@@ -18,6 +18,7 @@ from wander.eval.matrix import MatrixInterrupted, run_matrix
 from wander.policies import serve_model
 from wander.policies.openai_policy import PolicyRequestError
 from wander.scaffold import DEFAULT_KIND, KINDS, init_environment
+from wander.serve.limits import CLIENT_SHARE, IDLE_TTL_S, MAX_SESSIONS, per_client_limit
 from wander.ui import app as ui_app
 
 
@@ -182,6 +183,7 @@ def env_serve_command(args: argparse.Namespace) -> int:
     from wander.serve.workers import serve_env_workers, session_shares
 
     shares = session_shares(args.max_sessions, args.workers)  # a bad split is an error before the env loads
+    per_client = per_client_limit(args.max_sessions, args.max_sessions_per_client)
     if args.web and args.workers > 1:
         raise ValueError("--web serves one shared browser episode from one process: drop --workers or --web")
     try:
@@ -192,11 +194,12 @@ def env_serve_command(args: argparse.Namespace) -> int:
     web = f"; OpenEnv's web interface at http://{args.host}:{args.port}/web/" if args.web else ""
     print(
         f"environment {env.name!r} over OpenEnv at http://{args.host}:{args.port} (WebSocket sessions at /ws, "
-        f"at most {args.max_sessions}, idle TTL {args.idle_ttl:g} s{workers}){web}",
+        f"at most {args.max_sessions}, {per_client} per client, idle TTL {args.idle_ttl:g} s{workers}){web}",
         flush=True,
     )
     options = dict(
         max_sessions=args.max_sessions,
+        max_sessions_per_client=per_client,
         idle_ttl_s=args.idle_ttl,
         threaded=args.threaded,
         reset_seed=args.seed,
@@ -314,10 +317,23 @@ def build_parser() -> argparse.ArgumentParser:
     env_serve.add_argument("--host", default="127.0.0.1", help="interface to bind (default loopback only)")
     env_serve.add_argument("--port", type=port_number, default=8000, help="port (default 8000)")
     env_serve.add_argument(
-        "--max-sessions", type=positive_int, default=256, help="concurrent sessions (default 256)"
+        "--max-sessions",
+        type=positive_int,
+        default=MAX_SESSIONS,
+        help=f"concurrent sessions, WebSocket and HTTP MCP together (default {MAX_SESSIONS})",
     )
     env_serve.add_argument(
-        "--idle-ttl", type=positive_float, default=300.0, help="seconds before an idle session is closed"
+        "--max-sessions-per-client",
+        type=positive_int,
+        default=None,
+        help="sessions one client (an IP address; behind a proxy, the proxy) may hold at once "
+        f"(default {CLIENT_SHARE * 100:g}%% of --max-sessions)",  # %%: argparse %-formats help
+    )
+    env_serve.add_argument(
+        "--idle-ttl",
+        type=positive_float,
+        default=IDLE_TTL_S,
+        help=f"seconds before an idle session of either kind is closed (default {IDLE_TTL_S:g})",
     )
     env_serve.add_argument(
         "--workers",

@@ -26,7 +26,8 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 def episode_env(section: Env, local: Environment, live: int = 1) -> Environment:
     """The env a stage plays episodes in: `local`, or with `env.url` set, `local` served there, checked to play
-    the same game with room for the `live` episodes the stage keeps open at once (one session each)."""
+    the same game with room for the `live` episodes the stage keeps open at once (one session each, all from this
+    machine: one client of the server, whose per-client share must hold them too)."""
     if section.url is None:
         return local
     from wander.serve.client import RemoteError  # lazy: local runs need no OpenEnv client
@@ -45,14 +46,20 @@ def episode_env(section: Env, local: Environment, live: int = 1) -> Environment:
             f"env.url: this stage plays {live} episodes at once, one session each, but the server at {shown} "
             f"takes at most {capacity} sessions; restart it with\n  {command}"
         )
+    per_client = served.info.get("max_sessions_per_client")  # absent from servers older than the share
+    if per_client is not None and live > per_client:
+        raise InputError(
+            f"env.url: this stage plays {live} episodes at once, one session each, but the server at {shown} "
+            f"lets one client (this machine) hold at most {per_client} sessions; restart it with\n  {command}"
+        )
     logger.info("episodes of %s play on the server at %s", local.name, shown)
     return served
 
 
 def serve_command(section: Env, live: int = 1) -> str:
     """The `wander env serve` command that serves the env section's environment at `env.url`'s port, with room
-    for `live` sessions."""
-    from wander.serve.server import MAX_SESSIONS
+    for `live` sessions from one client."""
+    from wander.serve.limits import MAX_SESSIONS, default_per_client
 
     parts = urlsplit(section.url or "http://127.0.0.1:8000")
     words = ["wander", "env", "serve", section.name]
@@ -62,6 +69,9 @@ def serve_command(section: Env, live: int = 1) -> str:
     if parts.hostname not in LOOPBACK:
         words += ["--host", "0.0.0.0"]  # reachable from the machine that runs the stages
     words += ["--port", str(parts.port or (443 if parts.scheme == "https" else 80))]
-    if live > MAX_SESSIONS:
-        words += ["--max-sessions", str(live)]
+    cap = max(live, MAX_SESSIONS)
+    if cap > MAX_SESSIONS:
+        words += ["--max-sessions", str(cap)]
+    if live > default_per_client(cap):
+        words += ["--max-sessions-per-client", str(live)]
     return shlex.join(words)

@@ -53,13 +53,29 @@ def test_a_server_of_other_settings_is_refused_and_a_matching_one_is_used():
 
 
 def test_a_server_without_room_for_the_stages_live_episodes_is_refused_with_the_capacity_to_serve():
-    with serve_env_in_thread(load_environment("tictactoe"), max_sessions=8) as url:
+    with serve_env_in_thread(load_environment("tictactoe"), max_sessions=8, max_sessions_per_client=8) as url:
         env = section(url=url)
         assert isinstance(episode_env(env, load_environment("tictactoe"), live=8), ServedEnvironment)
         with pytest.raises(InputError) as found:
             episode_env(env, load_environment("tictactoe"), live=300)
     assert "plays 300 episodes at once, one session each, but the server at" in str(found.value)
-    assert "takes at most 8 sessions" in str(found.value) and "--max-sessions 300" in str(found.value)
+    assert "takes at most 8 sessions" in str(found.value)
+    assert "--max-sessions 300 --max-sessions-per-client 300" in str(found.value)
+
+
+def test_a_server_whose_per_client_share_cannot_hold_the_stages_live_episodes_is_refused():
+    with serve_env_in_thread(load_environment("tictactoe"), max_sessions=8) as url:  # 4 per client
+        env = section(url=url)
+        assert isinstance(episode_env(env, load_environment("tictactoe"), live=4), ServedEnvironment)
+        with pytest.raises(InputError) as found:
+            episode_env(env, load_environment("tictactoe"), live=5)
+    message = str(found.value)
+    assert "lets one client (this machine) hold at most 4 sessions; restart it with" in message
+    # A default server holds 5 from one client: the command is the plain one.
+    assert message.endswith(f"--port {url.rsplit(':', 1)[1]}")
+    assert serve_command(section(url="http://127.0.0.1:8000"), live=200).endswith(
+        "--port 8000 --max-sessions-per-client 200"
+    )
 
 
 def test_serve_command_binds_every_interface_for_a_remote_host():

@@ -21,7 +21,7 @@ def test_settings_are_parsed_as_yaml_values():
     )
     assert dict(args.settings) == {"max_turns": 6, "rendering": "grid", "random_move_prob": [0.0, 0.5]}
     assert (args.host, args.port, args.max_sessions, args.idle_ttl) == ("127.0.0.1", 8000, 256, 300.0)
-    assert args.workers == 1
+    assert args.workers == 1 and args.max_sessions_per_client is None  # None: the server's default share
 
 
 @pytest.mark.parametrize(
@@ -30,6 +30,7 @@ def test_settings_are_parsed_as_yaml_values():
         ["max_turns"],
         ["--port", "70000"],
         ["--max-sessions", "0"],
+        ["--max-sessions-per-client", "0"],
         ["--idle-ttl", "-1"],
         ["--idle-ttl", "inf"],
         ["--workers", "0"],
@@ -50,6 +51,12 @@ def test_an_unknown_setting_is_one_line_and_status_2(capsys):
 def test_web_with_workers_is_one_line_and_status_2(capsys):
     assert main(["env", "serve", "tictactoe", "--web", "--workers", "2"]) == 2
     assert "--web serves one shared browser episode" in capsys.readouterr().err
+
+
+def test_a_per_client_share_over_the_cap_is_one_line_and_status_2(capsys):
+    argv = ["env", "serve", "tictactoe", "--max-sessions", "4", "--max-sessions-per-client", "5"]
+    assert main(argv) == 2
+    assert "--max-sessions-per-client 5 must be 1 to --max-sessions (4)" in capsys.readouterr().err
 
 
 def test_more_workers_than_sessions_is_one_line_and_status_2(capsys):

@@ -2,8 +2,9 @@
 
 `openenv.core.env_server.create_fastapi_app` gives the protocol: a WebSocket session per connection at `/ws`
 (reset / step / state / close messages, error frames with codes), the stateless HTTP `/reset` `/step` `/state`,
-`/schema`, `/metadata`, `/health`, the Task API (`/{env}/splits`, `/{env}/tasks`, ...), a session cap that refuses
-a new connection with `CAPACITY_REACHED`, and an idle-session reaper. Here each OpenEnv session is an
+`/schema`, `/metadata`, `/health`, the Task API (`/{env}/splits`, `/{env}/tasks`, ...), HTTP MCP sessions, a session
+cap that refuses a new session with `CAPACITY_REACHED`, and an idle-session reaper; `wander.serve.sessions` adds a
+per-client share of the cap and a reaper that keeps to the TTL. Here each OpenEnv session is an
 `EpisodeSession`: one wander `Episode` at a time, played through the environment's own `start` / `advance` /
 `score`, so a served episode is the local one (same spec, same replies, same transcript). The wander environment
 object is shared by every session; its episode methods keep all per-episode state in the `Episode`.
@@ -32,10 +33,10 @@ from wander.core.episode import Episode
 from wander.core.policy import Reply
 from wander.core.splits import SPLIT_SEEDS
 from wander.serve.guards import BodyLimit, FrameCheck, validation_error
+from wander.serve.limits import IDLE_TTL_S, MAX_SESSIONS, per_client_limit
 from wander.serve.protocol import WanderAction, WanderObservation, WanderState, finite, json_safe
+from wander.serve.sessions import ClientAddress, SessionLimits, build_app
 
-MAX_SESSIONS = 256
-IDLE_TTL_S = 300.0
 MAX_BODY_BYTES = 1 << 20  # an HTTP body or WebSocket frame larger than this is refused (413 / close 1009)
 RESET_FIELDS = ("seed", "episode_id", "spec", "split", "index")
 
@@ -266,22 +267,28 @@ def create_env_app(
     env: Environment,
     *,
     max_sessions: int = MAX_SESSIONS,
+    max_sessions_per_client: int | None = None,
     idle_ttl_s: float | None = IDLE_TTL_S,
     max_body_bytes: int = MAX_BODY_BYTES,
     threaded: bool = False,
     reported_max_sessions: int | None = None,
+    reported_max_sessions_per_client: int | None = None,
     reset_seed: int = 0,
     reset_stream: int = 0,
     web: bool = False,
 ) -> FastAPI:
     """An OpenEnv app (openenv's own server) serving `env`: one episode session per WebSocket connection.
 
-    A reset naming no episode draws its seed from `reset_seed` (see `ResetSeeds`). `web` adds OpenEnv's own Gradio
-    web interface at `/web` (one shared episode, for a person trying the env in a browser).
+    At most `max_sessions` sessions, WebSocket and HTTP MCP together, `max_sessions_per_client` of them per client
+    (None: `wander.serve.limits.default_per_client`), each closed after `idle_ttl_s` seconds idle (None: never); see
+    `wander.serve.sessions`. A reset naming no episode draws its seed from `reset_seed` (see `ResetSeeds`). `web`
+    adds OpenEnv's own Gradio web interface at `/web` (one shared episode, for a person trying the env in a browser).
 
-    `reported_max_sessions` is the cap `/wander/info` reports when this app is one of several worker processes
-    (`wander.serve.workers`): the whole server's, not this worker's share.
+    `reported_max_sessions` and `reported_max_sessions_per_client` are what `/wander/info` reports when this app is
+    one of several worker processes (`wander.serve.workers`): the whole server's, not this worker's part.
     """
+    per_client = per_client_limit(max_sessions, max_sessions_per_client)
+    limits = SessionLimits(max_sessions, per_client, idle_ttl_s, reported_max_sessions)
     # Build lazily made splits now, not concurrently inside the first sessions.
     for split in list(env.dataset):
         env.get_dataset(split)
@@ -292,7 +299,9 @@ def create_env_app(
     if web:
         from openenv.core.env_server.web_interface import create_web_interface_app  # imports gradio: ~seconds
 
-        app = create_web_interface_app(
+        app = build_app(
+            create_web_interface_app,
+            limits,
             session,
             WanderAction,
             WanderObservation,
@@ -302,7 +311,9 @@ def create_env_app(
             mode="simulation",
         )
     else:
-        app = create_fastapi_app(
+        app = build_app(
+            create_fastapi_app,
+            limits,
             session,
             WanderAction,
             WanderObservation,
@@ -328,12 +339,14 @@ def create_env_app(
             "full_history": env.full_history,
             "settings": settings,
             "max_sessions": reported_max_sessions or max_sessions,
+            "max_sessions_per_client": reported_max_sessions_per_client or per_client,
         }
 
     app.add_exception_handler(RequestError, _request_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(FrameCheck)
+    app.add_middleware(ClientAddress)
     return app
 
 
@@ -362,7 +375,13 @@ def serve_env_forever(
 
 
 def uvicorn_options(app_options: dict[str, Any]) -> dict[str, Any]:
-    """uvicorn's settings for an env server: frame size limit, no per-message compression."""
+    """uvicorn's settings for an env server: frame size limit, no per-message compression, no proxy headers."""
     # A step's frames are a few hundred bytes: compressing each (uvicorn's default when the client offers it, as
-    # openenv's does) costs more server CPU than it saves on any network.
-    return {"ws_max_size": app_options.get("max_body_bytes", MAX_BODY_BYTES), "ws_per_message_deflate": False}
+    # openenv's does) costs more server CPU than it saves on any network. uvicorn by default takes the client's
+    # address from `X-Forwarded-For` on a connection from 127.0.0.1: a local client could then name itself anything
+    # and take every client's share of the sessions (the peer's own address is the client, wander.serve.sessions).
+    return {
+        "ws_max_size": app_options.get("max_body_bytes", MAX_BODY_BYTES),
+        "ws_per_message_deflate": False,
+        "proxy_headers": False,
+    }

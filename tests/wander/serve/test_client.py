@@ -113,7 +113,9 @@ def test_an_openenv_echo_environment_is_wrapped_and_evaluated():
 
 
 def test_sessions_are_given_back_scored_or_dropped(local_env):
-    with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), max_sessions=8) as url:
+    env = load_environment("tictactoe", **SETTINGS)
+    # One client (this process) fills the cap: it may hold every session.
+    with serve_env_in_thread(env, max_sessions=8, max_sessions_per_client=8) as url:
         remote = load_environment(f"openenv:{url}")
         for _ in range(3):  # scored episodes close their sessions
             assert remote(RandomPlayer(seed=1), n=8).metrics["errored"]["mean"] == 0.0

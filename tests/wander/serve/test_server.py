@@ -82,7 +82,9 @@ def assert_random_games_replay_locally(local_env, games: list, first_seed: int) 
 
 
 def test_a_full_server_refuses_clearly_and_frees_slots_on_close():
-    with serve_env_in_thread(load_environment("tictactoe", **SETTINGS), max_sessions=2) as url:
+    env = load_environment("tictactoe", **SETTINGS)
+    # One client (this process) fills the cap: it may hold every session.
+    with serve_env_in_thread(env, max_sessions=2, max_sessions_per_client=2) as url:
 
         async def main():
             first, second = GenericEnvClient(base_url=url), GenericEnvClient(base_url=url)
@@ -104,7 +106,8 @@ def test_a_full_server_refuses_clearly_and_frees_slots_on_close():
 
 @pytest.mark.slow
 def test_idle_sessions_are_reaped_after_their_ttl():
-    # openenv's reaper wakes every max(ttl / 4, 5 s): a 1 s TTL is reaped within about 6 s.
+    # The reaper wakes every min(ttl / 4, 5 s) (wander.serve.sessions): a 1 s TTL is reaped within about 1.25 s.
+    # A cap of one: the default per-client share is that one session.
     with serve_env_in_thread(
         load_environment("tictactoe", **SETTINGS), max_sessions=1, idle_ttl_s=1.0
     ) as url:

@@ -18,22 +18,26 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from envs.tictactoe import RandomPlayer
-from wander.serve.workers import session_shares
+from wander.serve.workers import client_shares, session_shares
 
 from .conftest import SETTINGS
 from .test_server import assert_random_games_replay_locally, play
+from .test_sessions import B, mcp_session, refusal
 
 
 @contextlib.contextmanager
-def workers_server(workers: int, max_sessions: int) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`serve_env_workers` in a subprocess on a free loopback port; yield its URL and process; stop it on exit."""
+def workers_server(
+    workers: int, max_sessions: int, per_client: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`serve_env_workers` in a subprocess on a free loopback port (`per_client`: its max_sessions_per_client); yield
+    its URL and process; stop it on exit."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code = (
         "from wander import load_environment; from wander.serve.workers import serve_env_workers; "
         f"raise SystemExit(serve_env_workers(load_environment('tictactoe', **{SETTINGS!r}), port={port}, "
-        f"workers={workers}, max_sessions={max_sessions}))"
+        f"workers={workers}, max_sessions={max_sessions}, max_sessions_per_client={per_client}))"
     )
     server = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
     url = f"http://127.0.0.1:{port}"
@@ -63,7 +67,7 @@ def test_the_cap_is_split_as_evenly_as_possible():
 
 @pytest.mark.slow
 def test_two_workers_play_200_concurrent_sessions_like_local_replays(local_env):
-    with workers_server(workers=2, max_sessions=256) as (url, _):
+    with workers_server(workers=2, max_sessions=256, per_client=256) as (url, _):  # one client: this process
         assert httpx.get(url + "/wander/info").json()["max_sessions"] == 256  # the server's cap, not a share
 
         async def main():
@@ -90,7 +94,7 @@ async def _open_sessions(url: str, attempts: int) -> tuple[list[GenericEnvClient
 
 @pytest.mark.slow
 def test_the_split_cap_holds_in_total_refuses_when_full_and_frees_slots_on_close():
-    with workers_server(workers=2, max_sessions=6) as (url, _):
+    with workers_server(workers=2, max_sessions=6, per_client=6) as (url, _):
         assert httpx.get(url + "/wander/info").json()["max_sessions"] == 6
 
         async def main():
@@ -104,6 +108,42 @@ def test_the_split_cap_holds_in_total_refuses_when_full_and_frees_slots_on_close
             again, _ = await _open_sessions(url, 40)  # every slot freed: the whole cap is available again
             assert len(again) == 6
             for client in again:
+                await client.close()
+
+        asyncio.run(main())
+
+
+def test_one_clients_share_is_split_like_the_cap_at_least_one_each():
+    assert client_shares(128, 2) == [64, 64]
+    assert client_shares(5, 2) == [3, 2]
+    assert client_shares(1, 3) == [
+        1,
+        1,
+        1,
+    ]  # a worker that took none of a client's sessions would refuse them all
+
+
+@pytest.mark.slow
+def test_each_worker_holds_its_part_of_one_clients_share():
+    with workers_server(workers=2, max_sessions=8) as (url, _):
+        info = httpx.get(url + "/wander/info").json()
+        assert (info["max_sessions"], info["max_sessions_per_client"]) == (
+            8,
+            4,
+        )  # the server's, not a worker's
+
+        async def main():
+            # 20 tries from this client: the kernel spreads them over both workers, each holds 2 of them at most.
+            kept, refused = await _open_sessions(url, 20)
+            assert (len(kept), refused) == (4, 16)
+            session, answer = mcp_session(url, B)  # another client still gets one
+            assert session is not None, answer
+            _, again = mcp_session(url, "127.0.0.1")
+            assert (
+                "holds its share of this worker process's 4 sessions (its part of the server's 8): 2 open"
+                in refusal(again)
+            )
+            for client in kept:
                 await client.close()
 
         asyncio.run(main())

@@ -56,13 +56,18 @@ class UIState:
         self._policies: OrderedDict[tuple[str, str], Policy] = OrderedDict()
         self._lock = threading.Lock()
 
+    def environment_names(self) -> list[str]:
+        """The environments the Play form offers: the registered ones and the run's own."""
+        return sorted({*environment_names(), self.run.config.env_name})
+
     def environment(self, name: str | None = None) -> Environment:
-        """The run's environment (its settings), or a registered one by name with its defaults."""
+        """The run's environment (its settings), or a registered one by name with its defaults; a PlayError saying
+        why when it cannot be played here."""
         run_env = self.run.config.env
         key = name or run_env["name"]
         # The run's own env is what the user configured; any other must be a registered one (no module path,
         # no `openenv:URL`: a form must not make the server import or connect to what it names).
-        if key != run_env["name"] and key not in environment_names():
+        if key not in self.environment_names():
             raise PlayError(
                 f"unknown environment {key!r}: the UI plays the registered environments "
                 f"({', '.join(environment_names())}) and the run's own ({run_env['name']})"
@@ -76,6 +81,11 @@ class UIState:
             env = load_environment(**kwargs)
         except (ImportError, KeyError, TypeError) as exc:
             raise PlayError(f"unknown environment {key!r}: {exc}") from None
+        # A registered env this machine cannot build (coding without bubblewrap for its sandbox raises the
+        # sandbox's RuntimeError) is said on the page like any other refusal, its factory's words naming what is
+        # missing: whatever the env's own code raises, the form was valid and the server goes on.
+        except Exception as exc:  # noqa: BLE001
+            raise PlayError(f"environment {key!r} cannot be played on this machine: {exc}") from None
         with self._lock:
             self._envs[key] = env
             while len(self._envs) > MAX_ENVS:

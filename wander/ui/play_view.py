@@ -14,6 +14,11 @@ from wander.ui.play import Game, PlayError, new_game, person_move, typed_turn
 
 router = APIRouter()
 
+# What a form's request may run into that is not the server's fault, each answered with a 400 naming it: a PlayError
+# (bad input, an env or policy that cannot be loaded), a ValueError from an env or policy refusing a value, an
+# OSError from a tool the env needs and this machine lacks (Stockfish for chess: FileNotFoundError).
+REFUSED = (PlayError, ValueError, OSError)
+
 
 def _state(request: Request):
     return request.app.state.ui
@@ -30,18 +35,19 @@ def new_game_form(ui, policy: str = "champion", env_name: str | None = None) -> 
     env_name = env_name or ui.run.config.env_name
     try:  # the env's scripted rows and its teacher, when the env loads (a bad name is said when a game starts)
         scripted = [*ui.environment(env_name).reference_policies, "teacher"]
-    except (PlayError, ValueError):
+    except REFUSED:
         scripted = []
     names = ["champion", *(name for name, _ in ui.run.lineage()), *scripted]
     options = "".join(f'<option value="{escape(n)}">' for n in names)
+    envs = "".join(f'<option value="{escape(n)}">' for n in ui.environment_names())
     return (
         f'<form method="post" action="/play/new" id="new-game">{token_field(ui.csrf)}'
         f'<p><label>Policy <input name="policy" value="{escape(policy)}" list="policies" size="40"></label> '
         "(the registered champion, a lineage name, a model folder of the project, a scripted player or an "
         "OpenAI-compatible URL on this machine)"
         f'<datalist id="policies">{options}</datalist></p>'
-        f'<p><label>Environment <input name="env" value="{escape(env_name)}" size="20"></label> '
-        "(the run's own by default, or a registered one)</p>"
+        f'<p><label>Environment <input name="env" value="{escape(env_name)}" list="envs" size="20"></label> '
+        f'(the run\'s own by default, or a registered one)<datalist id="envs">{envs}</datalist></p>'
         '<p>You play: <label><input type="radio" name="side" value="first" checked> first</label> '
         '<label><input type="radio" name="side" value="second"> second</label> '
         "(board games; in other environments you type the policy's turns or let it play them)</p>"
@@ -59,7 +65,7 @@ def play_new(
         environment = ui.environment(env.strip() or None)
         loaded = ui.policy(policy.strip(), environment)
         game = new_game(ui.games, environment, policy.strip(), loaded, side)
-    except (PlayError, ValueError, OSError) as exc:
+    except REFUSED as exc:
         form = new_game_form(ui, policy, env or None)
         return HTMLResponse(page("Play", form, here="/play", error=str(exc)), status_code=400)
     except RuntimeError as exc:  # the policy's endpoint failed (PolicyRequestError): not the form's fault
@@ -109,7 +115,7 @@ def _act(request: Request, game_id: str, action) -> HTMLResponse:
         return HTMLResponse(page("Play", "", here="/play", error=str(exc)), status_code=404)
     try:
         action(game)
-    except PlayError as exc:
+    except REFUSED as exc:
         return HTMLResponse(game_page(game, ui.csrf, error=str(exc)), status_code=400)
     except RuntimeError as exc:  # the policy's endpoint failed (PolicyRequestError)
         return HTMLResponse(game_page(game, ui.csrf, error=f"the policy failed: {exc}"), status_code=502)

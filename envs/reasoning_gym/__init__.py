@@ -33,7 +33,7 @@ def correct(completion: list, info: dict, parser: XMLParser) -> float:
     answer = parser.parse_answer(completion)
     if answer is None:
         return 0.0
-    entry = {"question": info["question"], "answer": json.loads(info["answer"]), "metadata": info["metadata"]}
+    entry = {"question": info["question"], "answer": json.loads(info["answer"]), "metadata": info["task_metadata"]}
     return score(info["task"], int(info["level"]), answer.strip(), entry)
 
 
@@ -74,7 +74,7 @@ class ReasoningGymEnv(SeededSplits, SingleTurnEnv):
 
     teacher_skill = 0.2  # the embedded teacher slips on a fifth of the questions: competent, not perfect
     # The reference answer and the generator's metadata stay private: `wander env serve` never sends them.
-    private_spec_keys = frozenset({"answer", "metadata"})
+    private_spec_keys = frozenset({"answer", "task_metadata"})
     private_state_keys = frozenset()
 
     def __init__(
@@ -104,7 +104,7 @@ class ReasoningGymEnv(SeededSplits, SingleTurnEnv):
             "level": min(stratum, levels(task) - 1),
             "question": entry["question"],
             "answer": json.dumps(entry["answer"]),
-            "metadata": json.dumps(entry["metadata"], default=str),
+            "task_metadata": json.dumps(entry["metadata"], default=str),
         }
 
     def split_specs(self, split: str) -> list[dict]:

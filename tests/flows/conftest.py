@@ -18,7 +18,15 @@ from tasks.runtime.scratch_copy import copy_project, run_in
 # Every environment the smoke pipeline runs end to end, each with `dvc exp run -S env.name=<name>` alone: the
 # env's settings block (none: its defaults), its evaluation rows (`teacher` and its references) and its registered
 # model name all follow from the name.
-PIPELINE_ENVS = ["reverse_text", "double_check", "calculator", "workplace_assistant", "coding", "chess"]
+PIPELINE_ENVS = [
+    "reverse_text",
+    "double_check",
+    "calculator",
+    "workplace_assistant",
+    "coding",
+    "chess",
+    "reasoning_gym",
+]
 
 
 @pytest.fixture(scope="session")

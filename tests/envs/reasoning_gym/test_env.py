@@ -42,7 +42,7 @@ def test_strata_are_the_tasks_curriculum_levels_and_harder_levels_ask_more(env):
     rows = env.get_dataset("train")
     assert Counter(r["stratum"] for r in rows) == {k: 15 for k in range(4)}
     lengths = {
-        k: [json.loads(r["metadata"])["word_len"] for r in rows if r["stratum"] == k] for k in range(4)
+        k: [json.loads(r["task_metadata"])["word_len"] for r in rows if r["stratum"] == k] for k in range(4)
     }
     assert max(lengths[0]) <= 3 < max(lengths[3])  # level 0 asks 3-letter words, level 3 up to 9
     assert (
@@ -100,7 +100,7 @@ def test_an_unknown_task_or_a_bad_weight_is_refused_before_any_work_with_the_nam
 def test_the_answer_and_metadata_stay_private_and_the_budget_holds_the_longest_answer(env):
     spec = env.get_dataset("eval")[0]
     public = env.public_spec(spec)
-    assert "answer" not in public and "metadata" not in public and public["question"] == spec["question"]
+    assert "answer" not in public and "task_metadata" not in public and public["question"] == spec["question"]
     longest = max(
         (json.loads(r["answer"]) for s in ("train", "eval", "test") for r in env.get_dataset(s)), key=len
     )

@@ -33,7 +33,11 @@ def correct(completion: list, info: dict, parser: XMLParser) -> float:
     answer = parser.parse_answer(completion)
     if answer is None:
         return 0.0
-    entry = {"question": info["question"], "answer": json.loads(info["answer"]), "metadata": info["task_metadata"]}
+    entry = {
+        "question": info["question"],
+        "answer": json.loads(info["answer"]),
+        "metadata": info["task_metadata"],
+    }
     return score(info["task"], int(info["level"]), answer.strip(), entry)
 
 

@@ -122,3 +122,20 @@ def test_a_task_no_page_names_runs_the_same_way():
     env = load_environment("reasoning_gym", tasks=task, num_train=4, num_eval=4, num_test=4)
     summary = env.evaluate(env.scripted_policy("expert"), split="eval").summary()
     assert summary["correct"] == 1.0, task
+
+
+def test_the_survey_says_which_tasks_the_embedded_teacher_plays_here():
+    from envs.reasoning_gym.survey import survey_task
+
+    assert survey_task("gcd", 20) | {"ms": 0} == {
+        "task": "gcd",
+        "levels": 4,
+        "ms": 0,
+        "reference": True,
+        "teacher": True,
+    }
+    assert survey_task("boxnet", 20)["reference"] is False  # its scorer checks a plan: no answer to copy
+    assert survey_task("composite", 20)["error"].startswith(
+        "AssertionError: Must specify at least one dataset"
+    )
+    assert survey_task("power_function", 20)["teacher"]  # a config without a validate method

@@ -17,6 +17,7 @@ from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, read_matrix
+from wander.eval.paired import RESAMPLES, SEED, paired_episodes, paired_line
 from wander.eval.report_text import (
     headline_policies,
     intro,
@@ -105,6 +106,7 @@ def markdown_report(result: MatrixResult) -> str:
     for n in (n for n in names if n != base):
         found = compare(*([r for r in result.rows if r["policy"] == p] for p in (base, n)), headline)
         md += [f"**{conclusion(found, base, n)}**", ""]
+    md += paired_section(result)
     if result.curves:
         md += ["## Learning curve", "", f"![learning curve]({OUTPUTS['curve']})", ""]
     md += ["## Sample episodes", ""]
@@ -123,6 +125,28 @@ def markdown_report(result: MatrixResult) -> str:
                 "",
             ]
     return "\n".join(md).rstrip() + "\n"
+
+
+def paired_section(result: MatrixResult) -> list[str]:
+    """The report's paired differences on the headline metric: each row against the row before it and against the
+    first (the lineage's start: base, then SFT, then the trained stages), item by item on the same frozen specs."""
+    names, metric = list(result.policies), result.headline
+    pairs = [(names[i - 1], names[i]) for i in range(1, len(names))]
+    pairs += [(names[0], names[i]) for i in range(2, len(names))]
+    lines = [
+        "## Paired differences",
+        "",
+        f"Each row minus another on the same {result.games * len(result.opponents) * len(result.sides)} items "
+        f"(every cell), {metric} per item, mean with a 95% paired-bootstrap interval "
+        f"({RESAMPLES} resamples, seed {SEED}): items better / worse.",
+        "",
+        "| rows | metric | difference [95% CI] | items | better / worse | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a, b in pairs:
+        found = paired_episodes(result.episodes[a], result.episodes[b], metric)
+        lines.append(paired_line(a, b, found, metric))
+    return [*lines, ""]
 
 
 def run_summary(

@@ -16,14 +16,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.coding import wire
 from envs.coding.problems import call_text
+from envs.coding.wire import decode, encode
 from wander.core.sandbox import Execution, Sandbox, SandboxProcess, limit_hit
 
 SOLUTION = "solution.py"
 HARNESS = "harness.py"
 WIRE = "wire.py"
-WIRE_SOURCE = Path(wire.__file__).read_text()
+WIRE_SOURCE = Path(__file__).with_name(WIRE).read_text()  # the same module, for the sandbox's harness
 SHOWN_FAILURES = 3  # failing tests quoted back: enough to fix from, short enough for a small model's context
 SHOWN_CHARS = 600  # characters of a program's output quoted back by run_code
 VALUE_CHARS = 120  # characters of one returned value or error quoted back
@@ -78,14 +78,14 @@ class Candidate:
         self.process = process
 
     def __call__(self, *args: object) -> object:
-        self.process.send(json.dumps(wire.encode(list(args))) + "\n")
+        self.process.send(json.dumps(encode(list(args))) + "\n")
         message = _answer(self.process)
         if message is None:
             raise _Stopped
         if "error" in message:
             raise _Raised(str(message["error"]))
         try:
-            return wire.decode(message.get("value"))
+            return decode(message.get("value"))
         except (ValueError, TypeError, RecursionError):
             raise _Raised("its value could not be read back (not plain data)") from None
 

@@ -178,7 +178,9 @@ def run(params: Params) -> dict:
     retries, seconds; the rest in the details)."""
     config = params.synthesize
     start = time.monotonic()
-    local = load_environment(**params.env.kwargs())
+    # Its splits are the generate stage's specs (as GRPO's are): an embedded teacher that looks a spec up by its
+    # prompt (reasoning_gym's reads the reference answer from it) finds the ones this stage plays.
+    local = load_environment(**params.env.kwargs(), specs_dir=params.layout.datasets)
     if config.mode == "tree":  # before the teacher starts: an env without the tree is refused in one line
         require(
             local, DecisionTree, "synthesize.mode: tree", "set synthesize.mode: split (its split's games)"

@@ -404,3 +404,28 @@ def test_tree_mode_plays_the_whole_tree_so_a_prefix_of_the_split_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match="mode tree plays the whole tree: set it to null"):
         stage_config("synthesize", params_at(tmp_path), mode="tree", num_episodes=10)
+
+
+def test_the_embedded_teacher_knows_the_generated_specs_whatever_the_envs_own_split_sizes(
+    params_at, stage_config, tmp_path: Path
+) -> None:
+    # reasoning_gym's teacher looks a question up among its env's specs. Its splits at the generate stage's sizes
+    # differ from those at the env's defaults (a split holds each question once, so which seed lands in which
+    # stratum depends on what the held-out splits took): the stage's env reads the generated specs, as GRPO's does.
+    # At 7ffe194's loading the teacher refused a question it did not know (HTTP 422) and the stage failed.
+    from tasks import generate
+
+    params = params_at(tmp_path)
+    tasks = "spell_backward,basic_arithmetic,letter_counting,word_sorting"  # the llm-reasoning profile's mix
+    params["env"].update(name="reasoning_gym", reasoning_gym={"tasks": tasks, "num_groups": 4})
+    params["generate"].update(num_train=800, num_eval=100, num_test=100)
+    generate.run(stage_config("generate", params))
+    metrics = synthesize.run(stage_config("synthesize", params, num_episodes=None))
+    specs = read_jsonl(Path(params["layout"]["datasets"]) / "train.jsonl")
+    played = episodes_of(params)
+    assert len(played) == len(specs) == 800 and metrics["played"] == 800
+    assert [r["spec"]["question"] for r in played] == [s["question"] for s in specs]
+    defaults = load_environment("reasoning_gym", tasks=tasks, num_groups=4)
+    assert {s["question"] for s in specs} - {r["question"] for r in defaults.get_dataset("train")}, (
+        "the generated specs are all in the defaults' train split: the test checks nothing"
+    )

@@ -38,9 +38,34 @@ def sandbox_user() -> int:
     return user.pw_uid if user else os.getuid()
 
 
+def parent_of(pid: int) -> int | None:
+    """The parent of process `pid`, or None once it has ended."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
+
+
+def a_neighbours(pid: int) -> bool:
+    """Whether process `pid` descends from another xdist worker (a child of this worker's parent other than this
+    worker): that worker's sandboxes run as the same user at the same time and are its own tests' business. An
+    orphan (reparented to init) and a descendant of this worker are not a neighbour's."""
+    me, controller = os.getpid(), os.getppid()
+    while pid not in (None, 0, 1, me):
+        parent = parent_of(pid)
+        if parent == controller:
+            return True
+        pid = parent
+    return False
+
+
 def sandbox_processes() -> list[int]:
-    """Processes of the sandbox's user still running (this test's own too when it runs as that user)."""
-    return [p for p in processes_of(sandbox_user(), zombies=False) if p != os.getpid()]
+    """Processes of the sandbox's user still running that this test may have started (this test's own too when it
+    runs as that user; not a neighbouring worker's)."""
+    return [
+        p for p in processes_of(sandbox_user(), zombies=False) if p != os.getpid() and not a_neighbours(p)
+    ]
 
 
 @pytest.fixture(autouse=True)

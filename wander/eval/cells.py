@@ -49,9 +49,23 @@ def pooled_mean(rows: Sequence[dict], name: str, spread: bool = True) -> dict[st
     mean = sum(r[name] * r["games"] for r in rows) / n
     if not spread:
         return {"mean": mean, "n": n}
+    if all(_zeros_and_ones(r[name], r[f"{name}_sd"], r["games"]) for r in rows):
+        # As each cell's own interval (stats.mean_ci): a normal interval of 0 of 164 would be [0, 0].
+        low, high = wilson_interval(round(mean * n), n)
+        return {"mean": mean, "ci_low": low, "ci_high": high, "n": n}
     squares = sum((r["games"] - 1) * r[f"{name}_sd"] ** 2 + r["games"] * (r[name] - mean) ** 2 for r in rows)
     half = Z95 * math.sqrt(squares / (n - 1) / n) if n > 1 else 0.0
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
+
+
+def _zeros_and_ones(mean: float, sd: float, games: int) -> bool:
+    """Whether a row's values can only have been 0s and 1s: a whole number of ones, and the spread such values
+    have (a row keeps its mean and spread, not its values)."""
+    ones = mean * games
+    if games < 1 or not 0.0 <= mean <= 1.0 or abs(ones - round(ones)) > 1e-6:
+        return False
+    binary_sd = math.sqrt(games / (games - 1) * mean * (1 - mean)) if games > 1 else 0.0
+    return abs(sd - binary_sd) < 1e-6
 
 
 def within(stats: dict[str, float], bounds: tuple[float, float] | None) -> dict[str, float]:

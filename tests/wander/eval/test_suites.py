@@ -119,3 +119,27 @@ def test_a_count_s_interval_does_not_reach_below_zero():
         for metric in metrics:
             counted = pooled([{**row, metric: 0.0075, f"{metric}_sd": 0.0863}], suite.metric(metric))
             assert (counted["ci_low"], counted["ci_high"]) == (0.0, free["ci_high"]), (name, metric)
+
+
+def test_a_share_of_zeros_and_ones_pooled_over_cells_gets_a_wilson_interval_not_a_zero_width_one():
+    # 0 of 164 solved over two cells of 82: a normal interval of the pooled mean was [0, 0].
+    import statistics
+
+    from wander.core.stats import wilson_interval
+
+    def row(values: list[float]) -> dict:
+        return {
+            "games": len(values),
+            "solved": statistics.mean(values),
+            "solved_sd": statistics.stdev(values),
+        }
+
+    metric = Metric("solved", bounds=(0.0, 1.0))
+    none = pooled([row([0.0] * 82), row([0.0] * 82)], metric)
+    assert (none["mean"], none["ci_low"], round(none["ci_high"], 3)) == (0.0, 0.0, 0.023)
+    some = pooled([row([1.0] * 3 + [0.0] * 7), row([1.0] * 5 + [0.0] * 5)], metric)
+    assert (some["ci_low"], some["ci_high"]) == pytest.approx(wilson_interval(8, 20))
+    # Any other value in a cell (a partial score): the normal interval of the pooled mean, as before.
+    partial = pooled([row([0.5] + [0.0] * 9), row([1.0] * 5 + [0.0] * 5)], metric)
+    half = 1.959964 * statistics.stdev([0.5] + [0.0] * 9 + [1.0] * 5 + [0.0] * 5) / 20**0.5
+    assert (partial["ci_low"], partial["ci_high"]) == pytest.approx((0.275 - half, 0.275 + half), abs=1e-4)

@@ -3,8 +3,9 @@
 The `champion` alias moves to the new version only when the candidate passes every gate, each decided per
 matrix column by 95% intervals on the same frozen suite:
 
-1. no worse than its own start model (its parent in the lineage) in any column,
-2. no worse than the baseline (the teacher) in any column,
+1. no worse than its own start model (its parent in the lineage) in any column, nor item by item (the
+   evaluation's paired difference on the headline metric, where the suite has one: rubric suites),
+2. no worse than the baseline (the teacher) in any column, nor item by item,
 3. better than the current champion in at least one column and worse in none.
 
 The first version skips gate 3 (there is no champion yet), never gates 1 and 2. Where the env has exact results
@@ -35,6 +36,7 @@ from wander.eval.compare import WORSE, compare, compare_exact, conclusion, is_be
 from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import run_matrix
 from wander.eval.matrix_result import MatrixResult
+from wander.eval.paired import verdict
 
 log = logging.getLogger("register")
 PIP_REQUIREMENTS = ["torch", "transformers", "mlflow"]
@@ -121,11 +123,20 @@ def decide(
     name: str,
     references: dict[str, list[dict]] | None = None,
     exact: list[dict] | None = None,
+    paired: dict[str, dict] | None = None,
 ) -> tuple[bool, str]:
-    """Promote when no reference (start model, baseline) is better in any column and the champion is beaten, on
-    one metric of the env's suite (its direction says which way is better); `exact` (`compare_exact`: both greedy,
-    the env's exact results) judges the champion instead of the sampled rows."""
+    """Promote when no reference (start model, baseline) is better in any column, nor item by item (`paired`: the
+    evaluation's paired differences "<candidate> - <reference>" on this metric, where it has them), and the champion
+    is beaten, on one metric of the env's suite (its direction says which way is better); `exact`
+    (`compare_exact`: both greedy, the env's exact results) judges the champion instead of the sampled rows."""
     for reference, rows in (references or {}).items():
+        found = (paired or {}).get(f"{name} - {reference}")
+        if found and verdict(found) == ("better" if metric.lower_is_better else "worse"):
+            return False, (
+                f"{name} is worse than {reference} on {metric.name} item by item: {found['mean']:+.3f} "
+                f"[{found['ci_low']:+.3f}, {found['ci_high']:+.3f}] on the same {found['n']} items "
+                f"({found['better']} better, {found['worse']} worse)"
+            )
         *columns, pooled = compare(rows, candidate, metric)  # compare's last entry pools every column
         worse = [f"{c['opponent']} ({c['side']})" for c in columns if c["verdict"] == WORSE]
         if worse or pooled["verdict"] == WORSE:
@@ -217,8 +228,10 @@ def run(params: Params) -> dict:
         if champion is not None and candidate_exact and "champion" in champion.exact:
             # Both greedy: their exact results settle what a few sampled games a cell cannot tell.
             exact = compare_exact(champion.exact["champion"], candidate_exact, metric)
+        # Paired differences are the headline's (evaluate's); a gate on another metric has none.
+        paired = matrix.get("paired") if metric.name == suite.headline else None
         promoted, reason = decide(
-            champion.rows if champion else None, rows, metric, config.candidate, references, exact
+            champion.rows if champion else None, rows, metric, config.candidate, references, exact, paired
         )
         tags = {
             KEY_TAG: key,

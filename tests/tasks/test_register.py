@@ -331,3 +331,36 @@ def test_a_checkpoint_inside_a_dvc_output_folder_is_tagged_with_that_folder_s_ha
     assert dvc_hash(hashes, Path("data/models/grpo/polish")) == "b2.dir:polish"
     assert dvc_hash(hashes, "data/models/grpo-polish") == "untracked"  # a sibling's name is not inside it
     assert dvc_hash(hashes, "elsewhere/model") == "untracked"
+
+
+def test_the_start_model_gate_refuses_a_candidate_worse_item_by_item_that_separate_intervals_miss():
+    # The reference replies exactly, the candidate slips on 40% of its replies (a reply a letter short): on the same
+    # 96 items it is never better and often worse, a difference the columns' separate intervals do not resolve.
+    from wander.eval.rubric_report import matrix_dict
+
+    env = load_environment("reverse_text", num_train=4, num_eval=48, num_test=48)
+    config = Evaluate(
+        baseline=None,
+        policies={"start": "expert", "candidate": "expert-0.4"},
+        references=[],
+        games=16,
+        progress=False,
+    )
+    result = run_matrix(config, env=env)
+    rows = {p: [r for r in result.rows if r["policy"] == p] for p in result.policies}
+    reward = env.evaluation_suite().metric("reward")
+    assert decide(None, rows["candidate"], reward, "candidate", {"start": rows["start"]})[0] is True
+    paired = matrix_dict(result)["paired"]
+    assert set(paired) == {"candidate - start"} and paired["candidate - start"]["better"] == 0
+    promoted, reason = decide(
+        None, rows["candidate"], reward, "candidate", {"start": rows["start"]}, paired=paired
+    )
+    assert promoted is False and reason.startswith(
+        "candidate is worse than start on reward item by item: -0."
+    )
+    assert "on the same 96 items (0 better," in reason
+    # The same pair the other way round: better item by item, no refusal.
+    flipped = {
+        "candidate - start": {**paired["candidate - start"], "mean": 0.02, "ci_low": 0.01, "ci_high": 0.04}
+    }
+    assert decide(None, rows["start"], reward, "candidate", {"start": rows["candidate"]}, paired=flipped)[0]

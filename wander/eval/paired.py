@@ -14,6 +14,7 @@ import random
 from collections.abc import Sequence
 
 from wander.core.episode import Episode
+from wander.eval.matrix_result import MatrixResult
 
 RESAMPLES = (
     2000  # bootstrap resamples: the interval's ends move by well under 0.01 between seeds at this count
@@ -57,11 +58,27 @@ def paired_episodes(a: Sequence[Episode], b: Sequence[Episode], metric: str) -> 
     return paired_difference([value(x) for x in a], [value(y) for y in b])
 
 
+def paired_results(result: MatrixResult) -> dict[str, dict[str, float]]:
+    """The headline metric's paired differences of a played matrix, keyed "<b> - <a>": each row against the row
+    before it and against the first (the lineage's start: base, then SFT, then the trained stages)."""
+    names = list(result.policies)
+    pairs = [(names[i - 1], names[i]) for i in range(1, len(names))]
+    pairs += [(names[0], names[i]) for i in range(2, len(names))]
+    return {
+        f"{b} - {a}": paired_episodes(result.episodes[a], result.episodes[b], result.headline)
+        for a, b in pairs
+    }
+
+
+def verdict(found: dict[str, float]) -> str:
+    """What a paired interval says: better or worse when it lies wholly above or below 0."""
+    return "better" if found["ci_low"] > 0 else "worse" if found["ci_high"] < 0 else "no clear difference"
+
+
 def paired_line(a_name: str, b_name: str, found: dict[str, float], metric: str) -> str:
     """One line for a report: the difference, its interval, the items each way, and what the interval says."""
     low, high = found["ci_low"], found["ci_high"]
-    verdict = "better" if low > 0 else "worse" if high < 0 else "no clear difference"
     return (
         f"| {b_name} - {a_name} | {metric} | {found['mean']:+.3f} [{low:+.3f}, {high:+.3f}] | {found['n']} | "
-        f"{found['better']} / {found['worse']} | {verdict} |"
+        f"{found['better']} / {found['worse']} | {verdict(found)} |"
     )

@@ -17,7 +17,7 @@ from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, read_matrix
-from wander.eval.paired import RESAMPLES, SEED, paired_episodes, paired_line
+from wander.eval.paired import RESAMPLES, SEED, paired_line, paired_results, verdict
 from wander.eval.report_text import (
     headline_policies,
     intro,
@@ -52,7 +52,12 @@ def matrix_dict(result: MatrixResult) -> dict:
         }
         policies[name] = {"overall": summary(rows, result.suite), "opponents": groups}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
-    return {"games_per_cell": result.games, "seed": result.seed, "policies": clean}
+    return {
+        "games_per_cell": result.games,
+        "seed": result.seed,
+        "policies": clean,
+        "paired": paired_results(result),
+    }
 
 
 def text_table(result: MatrixResult) -> str:
@@ -128,11 +133,9 @@ def markdown_report(result: MatrixResult) -> str:
 
 
 def paired_section(result: MatrixResult) -> list[str]:
-    """The report's paired differences on the headline metric: each row against the row before it and against the
-    first (the lineage's start: base, then SFT, then the trained stages), item by item on the same frozen specs."""
-    names, metric = list(result.policies), result.headline
-    pairs = [(names[i - 1], names[i]) for i in range(1, len(names))]
-    pairs += [(names[0], names[i]) for i in range(2, len(names))]
+    """The report's paired differences on the headline metric (`paired_results`), item by item on the same frozen
+    specs."""
+    metric = result.headline
     lines = [
         "## Paired differences",
         "",
@@ -143,8 +146,8 @@ def paired_section(result: MatrixResult) -> list[str]:
         "| rows | metric | difference [95% CI] | items | better / worse | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for a, b in pairs:
-        found = paired_episodes(result.episodes[a], result.episodes[b], metric)
+    for pair, found in paired_results(result).items():
+        b, a = pair.split(" - ")
         lines.append(paired_line(a, b, found, metric))
     return [*lines, ""]
 
@@ -161,4 +164,15 @@ def run_summary(
     for row in (candidate, base):
         for metric, values in headline.get(row, {}).items():
             lines.append(f"  {row:<14} {metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in values.items()))
-    return lines + stage_lines(matrix, lineage, env.evaluation_suite())
+    lines += stage_lines(matrix, lineage, env.evaluation_suite())
+    paired = matrix.get("paired", {})
+    starts = [pair for r in lineage if (pair := f"{candidate} - {r}") in paired]
+    if starts:
+        lines.append(f"paired, {candidate} minus an earlier row on the same items [95% interval]")
+    for pair in starts:
+        found = paired[pair]
+        lines.append(
+            f"  {pair:<24} {found['mean']:+.3f} [{found['ci_low']:+.3f}, {found['ci_high']:+.3f}] "
+            f"{found['better']} better / {found['worse']} worse: {verdict(found)}"
+        )
+    return lines

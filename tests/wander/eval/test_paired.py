@@ -9,7 +9,7 @@ from wander import load_environment
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import write_report
 from wander.eval.matrix import run_matrix
-from wander.eval.paired import paired_difference, paired_episodes
+from wander.eval.paired import paired_difference, paired_episodes, verdict
 
 
 def test_a_paired_interval_matches_the_hand_computed_bootstrap():
@@ -56,3 +56,23 @@ def test_the_rubric_report_shows_each_row_paired_with_the_one_before_and_the_fir
     perfect_vs_sloppy = paired_episodes(result.episodes["sloppy"], result.episodes["perfect"], "reward")
     assert perfect_vs_sloppy["ci_low"] > 0 and perfect_vs_sloppy["worse"] == 0
     assert rows[2].endswith("| better |") and f"| {perfect_vs_sloppy['n']} |" in rows[2]
+    # matrix.json keeps the same differences (the register gate reads them), and the run summary prints the
+    # candidate's against each earlier row.
+    import json
+
+    from wander.eval.rubric_report import run_summary
+
+    stored = json.loads((tmp_path / "matrix.json").read_text())["paired"]
+    assert list(stored) == ["better - sloppy", "perfect - better", "perfect - sloppy"]
+    assert stored["perfect - sloppy"] == pytest.approx(perfect_vs_sloppy)
+    lines = run_summary(tmp_path, env, "perfect", None, ["sloppy", "better", "perfect"])
+    shown = lines[lines.index("paired, perfect minus an earlier row on the same items [95% interval]") + 1 :]
+    found = stored["perfect - sloppy"]
+    assert shown == [
+        f"  perfect - sloppy         {found['mean']:+.3f} [{found['ci_low']:+.3f}, {found['ci_high']:+.3f}] "
+        f"{found['better']} better / 0 worse: better",
+        f"  perfect - better         {stored['perfect - better']['mean']:+.3f} "
+        f"[{stored['perfect - better']['ci_low']:+.3f}, {stored['perfect - better']['ci_high']:+.3f}] "
+        f"{stored['perfect - better']['better']} better / {stored['perfect - better']['worse']} worse: "
+        f"{verdict(stored['perfect - better'])}",
+    ]

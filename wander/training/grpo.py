@@ -30,6 +30,9 @@ from wander.training.rewards import rubric_args, rubric_reward_funcs
 from wander.training.rollout_config import RolloutConfig
 
 logger = logging.getLogger(__name__)
+FRESH_SEED_OFFSET = (
+    10**6
+)  # resampled flat groups draw their specs from seed + this (wander.training.dynamic_sampling)
 
 # generate(token prompts) -> (completion ids, sampling logprobs or None), one per prompt
 GenerateFn = Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]] | None]]
@@ -253,12 +256,19 @@ def grpo_trainer(
     funcs, weights = rubric_reward_funcs(env)
     args = rubric_args(args, weights)
     dataset = rollout_dataset(env, rollout, args, spec_in_prompt=True)
+    func = rollout_func(env, rollout)
+    if rollout.resample_flat:
+        from wander.training.dynamic_sampling import FlatGroupResampling
+
+        # Fresh specs in an order of their own: the dataset's order (its seed) would hand out the next rows.
+        seed = (args.seed if rollout.seed is None else rollout.seed) + FRESH_SEED_OFFSET
+        func = FlatGroupResampling(func, env, rollout.resample_flat, rollout.split, seed)
     trainer = trainer_cls(
         model=model,
         args=args,
         reward_funcs=funcs,
         train_dataset=dataset,
-        rollout_func=rollout_func(env, rollout),
+        rollout_func=func,
         **kwargs,
     )
     if trainer.accelerator.num_processes > 1:

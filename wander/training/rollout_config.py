@@ -71,6 +71,12 @@ class RolloutConfig:
             `"token"`, a single-turn env only (`SingleTurnEnv`, e.g. reverse_text): each group's samples share the
             greedy reply's prefix up to the token the model is least sure of, sample that token, and go on greedily;
             only that token carries the loss (`wander.training.token_branch`). Not with vLLM generation.
+        resample_flat (`int`, *optional*, defaults to `0`):
+            GRPO with wander's rollouts only: rounds of dynamic sampling. A group whose samples all got the same
+            reward (no advantage, no gradient) is replaced by a group of a fresh spec of `split` and played again,
+            up to this many rounds; the shares of flat, replaced and still-flat groups are logged
+            (`wander.training.dynamic_sampling`). `0`: off. One process only; not with `branch_at` "mistake" or
+            "adversary", whose groups are found, not drawn.
     """
 
     split: str = "train"
@@ -82,6 +88,7 @@ class RolloutConfig:
     play_on: str = "sample"
     explore: float = 0.0
     branch_at: str = "depth"
+    resample_flat: int = 0
 
     def __post_init__(self) -> None:
         if self.num_rows is not None and self.num_rows < 1:
@@ -94,6 +101,13 @@ class RolloutConfig:
             raise ValueError(f"play_on must be one of {PLAY_ON}, got {self.play_on!r}")
         if not 0.0 <= self.explore < 1.0:
             raise ValueError(f"explore must be in [0, 1), got {self.explore}")
+        if self.resample_flat < 0:
+            raise ValueError(f"resample_flat must be 0 (off) or a number of rounds, got {self.resample_flat}")
+        if self.resample_flat and self.branch_at in ("mistake", "adversary"):
+            raise ValueError(
+                f"resample_flat with branch_at={self.branch_at!r}: those groups are found where the model errs, not "
+                "drawn from the split, so a fresh spec would not replace one; use branch_at 'depth' or resample_flat 0"
+            )
         if self.branch_at not in BRANCH_AT:
             raise ValueError(f"branch_at must be one of {BRANCH_AT}, got {self.branch_at!r}")
 

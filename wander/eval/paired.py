@@ -58,16 +58,15 @@ def paired_episodes(a: Sequence[Episode], b: Sequence[Episode], metric: str) -> 
     return paired_difference([value(x) for x in a], [value(y) for y in b])
 
 
-def paired_results(result: MatrixResult) -> dict[str, dict[str, float]]:
-    """The headline metric's paired differences of a played matrix, keyed "<b> - <a>": each row against the row
+def paired_results(result: MatrixResult) -> list[tuple[str, str, dict[str, float]]]:
+    """The headline metric's paired differences of a played matrix, (a, b, b minus a): each row against the row
     before it and against the first (the lineage's start: base, then SFT, then the trained stages)."""
     names = list(result.policies)
     pairs = [(names[i - 1], names[i]) for i in range(1, len(names))]
     pairs += [(names[0], names[i]) for i in range(2, len(names))]
-    return {
-        f"{b} - {a}": paired_episodes(result.episodes[a], result.episodes[b], result.headline)
-        for a, b in pairs
-    }
+    return [
+        (a, b, paired_episodes(result.episodes[a], result.episodes[b], result.headline)) for a, b in pairs
+    ]
 
 
 def verdict(found: dict[str, float]) -> str:

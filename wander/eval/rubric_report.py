@@ -56,7 +56,7 @@ def matrix_dict(result: MatrixResult) -> dict:
         "games_per_cell": result.games,
         "seed": result.seed,
         "policies": clean,
-        "paired": paired_results(result),
+        "paired": {f"{b} - {a}": found for a, b, found in paired_results(result)},
     }
 
 
@@ -146,8 +146,7 @@ def paired_section(result: MatrixResult) -> list[str]:
         "| rows | metric | difference [95% CI] | items | better / worse | verdict |",
         "|---|---|---|---|---|---|",
     ]
-    for pair, found in paired_results(result).items():
-        b, a = pair.split(" - ")
+    for a, b, found in paired_results(result):
         lines.append(paired_line(a, b, found, metric))
     return [*lines, ""]
 

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from tests.end_to_end import END_TO_END
 from wander.core.offline import stay_offline
 
 stay_offline()
@@ -69,6 +70,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xd
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("::")[0] in END_TO_END:
+            item.add_marker(pytest.mark.end_to_end)
     if hasattr(config, "workerinput") and config.getvalue("dist") == "loadscope":
         slow: dict[str, int] = {}
         for item in items:

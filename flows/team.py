@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ LOST_WORKER_RETRIES = 2
 HEARTBEAT_SECONDS = 30
 LOST_AFTER = timedelta(seconds=3 * HEARTBEAT_SECONDS)
 LOST_RUN_AUTOMATION = "wander: crash flow runs whose worker is gone"
+# How often the orchestrator reads a stage run's state: Prefect's default, 5 s, left each stage's successor waiting
+# 2.5 s on average (a smoke run's 8 stages take ~8 s each).
+STAGE_POLL_SECONDS = 1.0
 
 
 class NoTeamServer(ValueError):
@@ -168,10 +172,24 @@ def team_stage(stage: str, parent_run_id: str, commit: str | None = None, force:
     if fetch_lock(root, parent_run_id):  # else the first stage: the commit's own dvc.lock
         # The stage's own outputs too: an unchanged stage is then a skip, and grpo's kept curriculum stages are there.
         stream(dvc("pull", "--quiet", "--allow-missing", "--with-deps", stage), str(root), parent_run_id)
+        if force:  # run whole: a persisted output (grpo's curriculum stages) would be kept, not rerun
+            remove_outputs(root, stage)
     skipped = reproduce(stage, str(root), parent_run_id, force)
     stream(dvc("push", "--quiet", stage), str(root), parent_run_id)
     publish_lock(root, parent_run_id)
     return {"stage": stage, "seconds": time.monotonic() - start, "skipped": skipped}
+
+
+def remove_outputs(root: Path, stage: str) -> None:
+    """Delete the outputs the run's dvc.lock records for `stage` from this clone."""
+    from tasks.params.yaml_file import read_yaml
+
+    for out in read_yaml(root / LOCK_FILE).get("stages", {}).get(stage, {}).get("outs", []):
+        path = root / out["path"]
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def rerun_when_lost(task: Any, task_run: Any, state: Any) -> bool:
@@ -201,7 +219,9 @@ def run_on_pool(stage: str, pool: str, parent_run_id: str, commit: str, force: b
     from prefect.deployments import run_deployment
 
     parameters = {"stage": stage, "parent_run_id": parent_run_id, "commit": commit, "force": force}
-    run = run_deployment(f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=None)
+    run = run_deployment(
+        f"{STAGE_FLOW}/{pool}", parameters=parameters, timeout=None, poll_interval=STAGE_POLL_SECONDS
+    )
     state = run.state
     if state is not None and state.is_completed():
         return {"stage": stage, "pool": pool, "flow_run": run.name}
@@ -217,9 +237,11 @@ def team_pipeline(
     stages: list[str] | None = None,
     force: bool = False,
     experiment: str | None = None,
+    from_run: str | None = None,
 ) -> list[dict]:
     """Run each DVC stage as a `wander-stage` flow run on its pool under one parent MLflow run; then pull the run's
-    outputs here and log its summary."""
+    outputs here and log its summary. `from_run` (an earlier team run's parent MLflow run id) starts the run from
+    that run's dvc.lock, so `stages` read its outputs from the remote instead of rerunning the stages before them."""
     from tasks.runtime.tracking import pipeline_run
 
     root = PROJECT  # the orchestrator's own clone: the commit every stage checks out
@@ -231,7 +253,15 @@ def team_pipeline(
     results = []
     # The flow run's id too: who started a deployment run finds its MLflow run by it.
     logged = {"stages": ",".join(names), "commit": commit, "prefect_flow_run": flow_run.get_id()}
+    if from_run:
+        logged["from_run"] = from_run
     with pipeline_run("team", logged, root=root, experiment=experiment) as run_id:
+        if from_run:
+            if not fetch_lock(root, from_run):
+                raise FileNotFoundError(
+                    f"MLflow run {from_run} has no {LOCK_FILE}: it is no team pipeline run"
+                )
+            publish_lock(root, run_id)
         for name in names:
             results.append(run_on_pool(name, pools.get(name, DEFAULT_POOL), run_id, commit, force))
         pull_run(root, run_id)

@@ -33,8 +33,9 @@ TRAINING = {"sft", "grpo"}  # the stages prefect.yaml's `team` deployment sends 
 TRAINED = ("data/models/base", "data/datasets", "data/synth", "data/sft", "data/models/sft")
 EVALUATED = ("data/eval/matrix.json", "data/eval/matrix.csv", "data/eval/episodes.jsonl.gz")
 RUN_SECONDS = 900
-# The faults' run stops after training: the evaluation is the third clone's test.
-THROUGH_GRPO = ["build_model", "generate", "synthesize", "curate", "sft", "grpo"]
+# The faults' run is the training stages again, from the clean run's data (its dvc.lock, the remote): the faults land
+# in sft and grpo, and the evaluation is the third clone's test.
+TRAINING_AGAIN = ['stages=["sft", "grpo"]', "force=true"]
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +192,7 @@ def stage_process(worker: subprocess.Popen, stage: str) -> int | None:
 def test_a_killed_worker_and_a_restarted_mlflow_server_change_no_output(
     team: Team, services: Services, clean_run: dict
 ) -> None:
-    run = run_deployment(team, "wander-team/team", f"stages={json.dumps(THROUGH_GRPO)}")
+    run = run_deployment(team, "wander-team/team", *TRAINING_AGAIN, f"from_run={clean_run['mlflow_run']}")
     wait_for(lambda: stage_process(team.workers["gpu-worker"], "sft"), RUN_SECONDS)
     team.kill_worker("gpu-worker")  # the machine is gone, its flow run and stage with it: nobody reports
     team.start_worker("gpu-worker-2", "gpu")

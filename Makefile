@@ -133,10 +133,11 @@ lint: install
 
 # The suite serves a checkpoint through vLLM (tests/wander/training/test_vllm.py): its venv comes first; it starts the
 # team's servers (tests/services): PostgreSQL and the services extra.
-# Two xdist workers on two cores; a test module (or an env's smoke pipeline) stays on one worker (tests/conftest.py).
-# PYTEST_WORKERS=0 runs the suite in this process. The 25 slowest tests close the report, so the next slow one is seen
+# Three xdist workers on two cores: with two, the cores were idle a fifth of the time while tests waited on servers,
+# polls and heartbeats (docs/experiments/test-suite.md); each worker's torch runs one thread (tests/conftest.py). A
+# test module (or an env's smoke pipeline) stays on one worker. PYTEST_WORKERS=0 runs the suite in this process. The 25 slowest tests close the report, so the next slow one is seen
 # when it lands (the end-to-end ones and why each must be: tests/end_to_end.py).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 test: lint vllm browser postgres sandbox stockfish $(VENV)/.installed-services
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 

@@ -16,6 +16,7 @@ SUITES = [
     "bench.policy_speed",
     "bench.eval_speed",
     "bench.pipeline_speed",
+    "bench.stage_startup",
     "bench.remote_speed",
     "bench.vllm_speed",
     "bench.chat_model_speed",

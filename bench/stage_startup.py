@@ -32,7 +32,7 @@ BASELINE = "6b4b25f"
 STAGES = ["build_model", "generate", "synthesize", "curate", "sft", "grpo", "evaluate", "register"]
 PROFILE = "smoke"
 TOP_PACKAGES = 8
-IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$")
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)$")
 DONE = re.compile(r"done in ([\d.]+) s")
 
 
@@ -52,7 +52,9 @@ def export(commit: str, dest: Path) -> Path:
 
 def version_env(code: Path) -> dict[str, str]:
     """Environment where `code`'s packages come before the installed project's."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "WANDER_PARENT_RUN_ID")}
+    # As the pipeline runs a stage (tasks.runtime.scratch_copy.project_env): no run ids, byte-compiled code kept.
+    dropped = ("MLFLOW_TRACKING_URI", "WANDER_PARENT_RUN_ID", "PYTHONDONTWRITEBYTECODE")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = str(code)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env

@@ -118,7 +118,7 @@ run: install
 
 # The MLflow UI on the project's store: http://127.0.0.1:5000
 ui: install
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlflow/mlflow.db --host 127.0.0.1 --port 5000
 
 # wander's own web app on the run: play the champion, replay evaluation games, curves and lineage (docs/ui.md).
 # flows.ui reads params.yaml through the params model and hands `wander ui` the run's folders, env and lineage.
@@ -133,11 +133,11 @@ lint: install
 
 # The suite serves a checkpoint through vLLM (tests/wander/training/test_vllm.py): its venv comes first; it starts the
 # team's servers (tests/services): PostgreSQL and the services extra.
-# Three xdist workers on two cores: with two, the cores were idle a fifth of the time while tests waited on servers,
-# polls and heartbeats (docs/experiments/test-suite.md); each worker's torch runs one thread (tests/conftest.py). A
-# test module (or an env's smoke pipeline) stays on one worker. PYTEST_WORKERS=0 runs the suite in this process. The 25 slowest tests close the report, so the next slow one is seen
+# Two xdist workers on two cores (three took 1,989 s against two's 1,853: docs/experiments/test-suite.md); a test
+# module (or an env's smoke pipeline) stays on one worker (tests/conftest.py). PYTEST_WORKERS=0 runs the suite in this
+# process. The 25 slowest tests close the report, so the next slow one is seen
 # when it lands (the end-to-end ones and why each must be: tests/end_to_end.py).
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 2
 test: lint vllm browser postgres sandbox stockfish $(VENV)/.installed-services
 	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 

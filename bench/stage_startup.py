@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # The code before issue 66's start-up cuts.
-BASELINE = "6b4b25f"
+BASELINE = "766b8e6"
 STAGES = ["build_model", "generate", "synthesize", "curate", "sft", "grpo", "evaluate", "register"]
 PROFILE = "smoke"
 TOP_PACKAGES = 8

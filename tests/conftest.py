@@ -31,7 +31,7 @@ def _isolated_mlflow(monkeypatch):
         mlflow.set_tracking_uri(None)
 
 
-# `make test` runs the suite on three xdist workers (`-n 3 --dist loadscope --no-loadscope-reorder`). Work is handed
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadscope --no-loadscope-reorder`). Work is handed
 # out by group (`group` below: xdist's loadscope, with one change), a group's tests run in file order on one worker:
 # - each test module is a group: a module-scoped fixture (a scratch project, a served env) is built once, and a
 #   module whose tests build on the previous test's state (tests/flows/test_pipeline.py) keeps its order;

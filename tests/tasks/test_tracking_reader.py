@@ -227,7 +227,11 @@ def test_the_same_reader_reads_an_mlflow_server(tmp_path, clean):
     ]
     command += ["--backend-store-uri", f"sqlite:///{server_dir / 'mlflow.db'}"]
     command += ["--artifacts-destination", str(server_dir / "artifacts")]
-    server = subprocess.Popen(command, cwd=server_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Without its job runner (seven more processes importing MLflow), as services/http_servers.py starts it.
+    quiet = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(
+        command, cwd=server_dir, env=quiet, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -324,7 +324,12 @@ def cli_server(
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     server.log = log  # type: ignore[attr-defined]  # what the server said, for a failing test's message
     try:
-        wait_until_up(url + probe, lambda: server.poll() is None, timeout)
+        try:
+            wait_until_up(url + probe, lambda: server.poll() is None, timeout)
+        except AssertionError as e:  # say why: the server's own last words (a port taken meanwhile, a crash)
+            log.seek(0)
+            said = log.read().decode(errors="replace")[-3000:]
+            raise AssertionError(f"{e} (exit {server.poll()}); the server said:\n{said}") from None
         yield url, server
     finally:
         server.terminate()

@@ -145,6 +145,12 @@ def fetch_lock(root: Path, run_id: str) -> bool:
     return True
 
 
+def require_lock(root: Path, run_id: str) -> None:
+    """Write the run's dvc.lock into `root`; FileNotFoundError, naming the run, when it has none."""
+    if not fetch_lock(root, run_id):
+        raise FileNotFoundError(f"MLflow run {run_id} has no {LOCK_FILE}: it is no team pipeline run")
+
+
 def publish_lock(root: Path, run_id: str) -> None:
     """Put `root`'s dvc.lock on the parent MLflow run: the next stage, on any worker, starts from it."""
     import mlflow
@@ -253,14 +259,11 @@ def team_pipeline(
     results = []
     # The flow run's id too: who started a deployment run finds its MLflow run by it.
     logged = {"stages": ",".join(names), "commit": commit, "prefect_flow_run": flow_run.get_id()}
-    if from_run:
+    if from_run:  # before the run opens: a run id that is no team run is refused first
+        require_lock(root, from_run)
         logged["from_run"] = from_run
     with pipeline_run("team", logged, root=root, experiment=experiment) as run_id:
         if from_run:
-            if not fetch_lock(root, from_run):
-                raise FileNotFoundError(
-                    f"MLflow run {from_run} has no {LOCK_FILE}: it is no team pipeline run"
-                )
             publish_lock(root, run_id)
         for name in names:
             results.append(run_on_pool(name, pools.get(name, DEFAULT_POOL), run_id, commit, force))
@@ -278,8 +281,7 @@ def pull_run(root: Path, run_id: str) -> None:
     """Give `root` the run's dvc.lock and pull the outputs of every stage it ran from the team's remote."""
     from tasks.params.yaml_file import read_yaml
 
-    if not fetch_lock(root, run_id):
-        raise FileNotFoundError(f"MLflow run {run_id} has no {LOCK_FILE}: it is no team pipeline run")
+    require_lock(root, run_id)
     stages = list(read_yaml(root / LOCK_FILE).get("stages", {}))  # a run of some stages locks only those
     done = subprocess.run(dvc("pull", "--quiet", *stages), cwd=root, capture_output=True, text=True)
     if done.returncode != 0:

@@ -1,11 +1,13 @@
-"""Coding: write a Python function, run it against hidden tests, fix it from the failures, in a sandbox nothing
-escapes. Problems are generated from the episode seed with reference solutions and hidden tests (`problems.py`),
-stratified by difficulty. Two tools run the model's code, each run in a fresh sandbox (`wander.core.sandbox`):
-`run_tests` (the problem's hidden tests; the failing ones come back) and `run_code` (a program; its output comes
-back). The episode ends when the tests pass, when the model replies without a tool call (a fenced code block in
-that reply is its final submission, tested too), or at `max_turns`. The rubric reads the last submission: the
-share of tests passed, all passed, and the style of passing code (ruff's findings). `load_environment(**kwargs)`:
-its keyword defaults are the env's config.
+"""Coding: write a Python function, check it on example tests, fix it from their failures, be judged on hidden
+tests, in a sandbox nothing escapes. Problems are generated from the episode seed with reference solutions, example
+tests and hidden tests (`problems.py`), stratified by difficulty. Two tools run the model's code, each run in a
+fresh sandbox (`wander.core.sandbox`): `run_tests` (the problem's example tests; the failing ones come back, and
+the hidden tests run unseen on the same code) and `run_code` (a program; its output comes back). The episode ends
+when the examples pass, when the model replies without a tool call (a fenced code block in that reply is its final
+submission, tested too), or at `max_turns`. The reward is all or nothing on the hidden tests of the last
+submission: code that special-cases the examples it was shown passes them and scores 0. The share of hidden tests
+passed, of examples passed, and the style of passing code (ruff's findings) are zero-weight metrics.
+`load_environment(**kwargs)`: its keyword defaults are the env's config.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from envs.coding.execution import TestRun, run_program
-from envs.coding.execution import run_tests as run_hidden_tests
+from envs.coding.execution import run_tests as judge_tests
 from envs.coding.humaneval import SPLIT as HUMANEVAL
 from envs.coding.humaneval import humaneval_specs
 from envs.coding.problems import MAX_STRATA, call_text, make_problem
@@ -37,8 +39,8 @@ from wander.core.splits import SPLIT_SEEDS, SeededSplits
 from wander.core.tool_env import TOOL_CALL, ToolEnv
 
 SYSTEM_PROMPT = (
-    "Write the Python function the user asks for. Check it with the run_tests tool, which runs hidden tests and "
-    "shows the ones that fail; fix the code until every test passes."
+    "Write the Python function the user asks for. Check it with the run_tests tool, which runs example tests and "
+    "shows the ones that fail; fix the code until every example passes. Your last code is judged on hidden tests."
 )
 CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 LINT_RULES = "E,F,W,B"  # pycodestyle, pyflakes, bugbear: findings a reviewer would ask to fix
@@ -68,7 +70,7 @@ def _episode() -> tuple[CodingEnv, dict]:
 
 
 def run_tests(code: str) -> str:
-    """Run the problem's hidden tests on your code and see which fail.
+    """Run the problem's example tests on your code and see which fail (your last code is judged on hidden tests).
 
     Args:
         code: the whole Python source defining the function the problem asks for
@@ -135,9 +137,15 @@ def _findings(last: dict) -> int:
 
 
 def all_passed(state: dict) -> float:
-    """1 when the last code submitted passes every hidden test."""
+    """1 when the last code submitted passes every hidden test: the reward, all or nothing."""
     last = _last(state)
     return float(bool(last) and last["passed"] == last["total"] > 0)
+
+
+def examples_passed(state: dict) -> float:
+    """The share of example tests the last code submitted passes (above tests_passed: fitted to what it was shown)."""
+    last = _last(state)
+    return last["shown_passed"] / last["shown_total"] if last and last["shown_total"] else 0.0
 
 
 def tests_passed(state: dict) -> float:
@@ -155,7 +163,7 @@ def style(state: dict) -> float:
 
 
 def first_passed(state: dict) -> float:
-    """1 when the first code submitted passes every test (all_passed - first_passed: fixed in a later turn)."""
+    """1 when the first code submitted passes every hidden test (all_passed - first_passed: fixed in a later turn)."""
     submissions = state.get("submissions") or []
     return float(bool(submissions) and submissions[0]["passed"] == submissions[0]["total"] > 0)
 
@@ -195,9 +203,10 @@ class CodingEnv(SeededSplits, ToolEnv):
     """Python functions against hidden tests, fixed from their failures; strata are problem difficulties."""
 
     teacher_skill = 0.2  # the embedded teacher slips on a fifth of the problems, and fixes half of its slips
-    # What the agent may not see: the hidden tests (in the spec and the episode's state).
-    private_spec_keys = frozenset({"tests"})
-    private_state_keys = frozenset({"tests"})
+    # What the agent may not see: the hidden tests, and the examples' expected values but for the failures it is
+    # shown (in the spec and the episode's state).
+    private_spec_keys = frozenset({"tests", "examples"})
+    private_state_keys = frozenset({"tests", "examples"})
     steps_block = True  # a step runs code for up to `timeout_s`: the server steps sessions on threads
     measured_keys = frozenset({"exec_seconds"})  # wall-clock seconds: a replay's differ
 
@@ -214,10 +223,9 @@ class CodingEnv(SeededSplits, ToolEnv):
         heldout: str,
     ):
         rubric = Rubric()
-        rubric.add(all_passed, 0.5)
-        rubric.add(tests_passed, 0.4)
-        rubric.add(style, 0.1)
-        for metric in (first_passed, submissions, tool_errors, lint, exec_seconds, sandbox_stops):
+        rubric.add(all_passed, 1.0)
+        partial = (tests_passed, examples_passed, style, first_passed, submissions)
+        for metric in (*partial, tool_errors, lint, exec_seconds, sandbox_stops):
             rubric.add(metric, 0.0)
         rubric.add(reply_format, 0.0, name="format")  # curation's format floor reads it
         super().__init__(
@@ -231,14 +239,14 @@ class CodingEnv(SeededSplits, ToolEnv):
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
-        """The problem of a seed in a stratum: its text, function name, family and hidden tests (JSON)."""
+        """The problem of a seed in a stratum: its text, function name, family, hidden and example tests (JSON)."""
         problem = make_problem(seed, stratum)
-        tests = [[list(args), expected] for args, expected in problem.tests]
         return {
             "problem": problem.prompt,
             "entry_point": problem.entry_point,
             "family": problem.family,
-            "tests": json.dumps(tests),
+            "tests": json.dumps([[list(args), expected] for args, expected in problem.tests]),
+            "examples": json.dumps([[list(args), expected] for args, expected in problem.examples]),
         }
 
     def split_specs(self, split: str) -> list[dict]:
@@ -258,7 +266,11 @@ class CodingEnv(SeededSplits, ToolEnv):
 
     def setup_state(self, spec: dict) -> dict:
         """The tests the tools run, from the spec."""
-        return {"entry_point": spec["entry_point"], "tests": json.loads(spec["tests"])}
+        return {
+            "entry_point": spec["entry_point"],
+            "tests": json.loads(spec["tests"]),
+            "examples": json.loads(spec["examples"]),
+        }
 
     def initial_messages(self, spec: dict, state: dict) -> list[Message]:
         """The instruction with the tools, then the problem."""
@@ -268,12 +280,21 @@ class CodingEnv(SeededSplits, ToolEnv):
         ]
 
     def submit(self, state: dict, code: str) -> TestRun:
-        """Run `code` on the episode's hidden tests and record it as its latest submission."""
-        run = run_hidden_tests(self.sandbox, code, state["entry_point"], state["tests"])
+        """Run `code` on the episode's example and hidden tests and record it as its latest submission."""
+        run = judge_tests(self.sandbox, code, state["entry_point"], state["tests"], state["examples"])
         submitted = state.setdefault("submissions", [])
         if submitted:  # only the last code is scored for style: an earlier one is never linted
             submitted[-1].pop("code", None)
-        submitted.append({"passed": run.passed, "total": run.total, "code": code})
+        submitted.append(
+            {
+                "passed": run.passed,
+                "total": run.total,
+                "shown_passed": run.shown_passed,
+                "shown_total": run.shown_total,
+                "examples_ok": run.examples_ok,
+                "code": code,
+            }
+        )
         state["exec_seconds"] = state.get("exec_seconds", 0.0) + run.seconds
         if run.stopped:
             state.setdefault("stops", []).append(run.stopped)
@@ -285,7 +306,8 @@ class CodingEnv(SeededSplits, ToolEnv):
             return super().call_tool(raw, state)
 
     def env_response(self, messages: list[Message], state: dict) -> list[Message]:
-        """Tool calls run (the episode ends once the tests pass); a reply without one ends it, its code submitted."""
+        """Tool calls run (the episode ends once the examples pass); a reply without one ends it, its code
+        submitted."""
         content = last_assistant_content(messages) or ""
         if not TOOL_CALL.search(content):
             block = CODE_BLOCK.search(content)
@@ -297,7 +319,8 @@ class CodingEnv(SeededSplits, ToolEnv):
         errors = state.get("tool_errors", 0)
         answers = super().env_response(messages, state)
         state["good_replies"] = state.get("good_replies", 0) + (state.get("tool_errors", 0) == errors)
-        state["done"] = all_passed(state) == 1.0
+        last = _last(state)
+        state["done"] = bool(last and last["examples_ok"])
         return answers
 
     def reply_tokens(self) -> int:
@@ -322,9 +345,9 @@ class CodingEnv(SeededSplits, ToolEnv):
                 for code in (problem.reference, problem.buggy):
                     yield tool_call(RUN_TESTS, code)
                     yield final_reply(code)
-                total = len(problem.tests)
-                yield f"All {total} tests passed.\nPassed {total - 1} of {total} tests."
-                for args, expected in problem.tests:
+                shown = len(problem.examples)
+                yield f"All {shown} example tests passed.\nPassed {shown - 1} of {shown} example tests."
+                for args, expected in problem.examples:
                     yield f"{call_text(problem.entry_point, list(args))} returned {expected!r}, expected {expected!r}"
 
     def evaluation_suite(self) -> EvaluationSuite:
@@ -334,7 +357,15 @@ class CodingEnv(SeededSplits, ToolEnv):
         suite = (
             super().evaluation_suite().lower_is_better(*lower).bounded(0.0, math.inf, *lower, "submissions")
         )
-        shares = ("reward", "all_passed", "tests_passed", "style", "first_passed", "format")
+        shares = (
+            "reward",
+            "all_passed",
+            "tests_passed",
+            "examples_passed",
+            "style",
+            "first_passed",
+            "format",
+        )
         return dataclasses.replace(suite.bounded(0.0, 1.0, *shares), sides=("eval", self.heldout))
 
     def curation_defaults(self) -> dict:
@@ -347,9 +378,9 @@ class CodingEnv(SeededSplits, ToolEnv):
 
 
 def load_environment(
-    num_train: int = 2000,
-    num_eval: int = 200,
-    num_test: int = 200,
+    num_train: int = 1000,
+    num_eval: int = 100,
+    num_test: int = 100,
     seed: int = 0,
     num_groups: int = MAX_STRATA,
     specs_dir: str | None = None,

@@ -1,5 +1,6 @@
 """Running a model's code in the sandbox (`wander.core.sandbox`): its program as it is (`run_code`), or its function
-judged on a problem's hidden tests (`run_tests`), and what the model reads back.
+judged on a problem's example and hidden tests (`run_tests`), and what the model reads back: the examples' verdict
+only, so no hidden test's input, value or verdict ever reaches the model.
 
 The tests are judged outside the model's process: what enters the sandbox is the model's code and, one call at a
 time, a test's inputs; the function's values come back as plain data (`envs/coding/wire.py`) on a line of the
@@ -137,19 +138,27 @@ def judge_check(candidate: Candidate, entry_point: str, tests: dict) -> list[dic
 
 @dataclass
 class TestRun:
-    """The verdict of one code on a problem's tests."""
+    """The verdict of one code on a problem's hidden tests, and what the model reads back from its examples."""
 
     passed: int
+    """Hidden tests passed."""
     total: int
+    """Hidden tests."""
     feedback: str
-    """What the model reads back: all passed, or the failures."""
+    """What the model reads back: the examples all passed, or their failures (never a hidden test)."""
     seconds: float
     stopped: str | None = None
     """Why the sandbox stopped the run (a limit, the timeout), or None."""
+    shown_passed: int = 0
+    """Example tests passed."""
+    shown_total: int = 0
+    """Example tests."""
+    examples_ok: bool = False
+    """The code loaded and passed every example (true of loaded code when the problem has none)."""
 
     @property
     def all_passed(self) -> bool:
-        """Every test passed."""
+        """Every hidden test passed."""
         return self.total > 0 and self.passed == self.total
 
 
@@ -157,28 +166,61 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list | dict) -> TestRun:
-    """Judge `code`'s function `entry_point` on `tests`, run in a fresh sandbox: [[args, expected], ...], or
-    HumanEval's {"check": source, "prompt": source} (one test: `check(candidate)`)."""
-    checked = isinstance(tests, dict)
-    cases = [[[], None]] if checked else tests  # HumanEval's check is one test
-    total = len(cases)
+def _judge(
+    process: SandboxProcess, entry_point: str, examples: list, tests: list | dict
+) -> list[dict | None]:
+    """Each example's result, then each hidden test's; None for those a stop left unjudged."""
+    candidate = Candidate(process)
+    results: list[dict | None] = []
+    hidden_total = 1 if isinstance(tests, dict) else len(tests)
+    try:
+        results.extend(judge_cases(candidate, examples))
+        if isinstance(tests, dict):
+            results.extend(judge_check(candidate, entry_point, tests))
+        else:
+            results.extend(judge_cases(candidate, tests))
+    except _Stopped:
+        return results + [None] * (len(examples) + hidden_total - len(results))
+    process.send("", close=True)  # no more inputs: the harness ends, and with it the run
+    process.wait()
+    return results
+
+
+def _example_feedback(entry_point: str, examples: list, results: list[dict]) -> str:
+    """What the model reads of the examples: all passed, or the first failures with their expected values."""
+    passed = sum(bool(r.get("ok")) for r in results)
+    if not examples:
+        return "Your code loaded; this problem shows no example tests to run."
+    if passed == len(examples):
+        return f"All {len(examples)} example tests passed."
+    lines = [f"Passed {passed} of {len(examples)} example tests."]
+    for (args, expected), result in zip(examples, results, strict=True):
+        if result.get("ok") or len(lines) > SHOWN_FAILURES:
+            continue
+        call = _clip(call_text(entry_point, args), VALUE_CHARS)
+        if "error" in result:
+            lines.append(f"{call} raised {_clip(result['error'], VALUE_CHARS)}")
+        else:
+            lines.append(
+                f"{call} returned {_clip(str(result.get('got')), VALUE_CHARS)}, expected {_clip(repr(expected), VALUE_CHARS)}"
+            )
+    return "\n".join(lines)
+
+
+def run_tests(
+    sandbox: Sandbox, code: str, entry_point: str, tests: list | dict, examples: list | None = None
+) -> TestRun:
+    """Judge `code`'s function `entry_point` on `examples` then the hidden `tests`, in one fresh sandbox; the
+    feedback tells the examples' verdict only. Tests are [[args, expected], ...] or HumanEval's {"check": source,
+    "prompt": source} (one test: `check(candidate)`); examples are [[args, expected], ...]."""
+    examples = examples or []
+    total = 1 if isinstance(tests, dict) else len(tests)
     files = {HARNESS: HARNESS_SOURCE, WIRE: WIRE_SOURCE, SOLUTION: code}
-    results: list[dict] | None = None
+    results: list[dict | None] | None = None
     with sandbox.open(["python3", "-I", HARNESS, entry_point], files=files) as process:
         loaded = _answer(process)
         if loaded is not None and loaded.get("loaded") is True:
-            try:
-                results = (
-                    judge_check(Candidate(process), entry_point, tests)
-                    if checked
-                    else judge_cases(Candidate(process), cases)
-                )
-            except _Stopped:
-                results = None
-            else:
-                process.send("", close=True)  # no more inputs: the harness ends, and with it the run
-                process.wait()
+            results = _judge(process, entry_point, examples, tests)
     execution = process.execution
     # Answers and then a stop: the code left something running past its tests (a thread, a child).
     late_stop = execution.reason if execution.returncode is None else None
@@ -186,27 +228,44 @@ def run_tests(sandbox: Sandbox, code: str, entry_point: str, tests: list | dict)
         error = str(loaded["load_error"])
         limit = limit_hit(error, sandbox.limits)  # caught in the harness: a MemoryError, a failed fork
         shown = f"{_clip(error, 2 * VALUE_CHARS)}" + (f" ({limit})" if limit else "")
-        return TestRun(0, total, f"Your code did not load: {shown}", execution.seconds, limit or late_stop)
-    if results is None:
+        return TestRun(
+            0,
+            total,
+            f"Your code did not load: {shown}",
+            execution.seconds,
+            limit or late_stop,
+            0,
+            len(examples),
+        )
+    shown = (results or [])[: len(examples)]
+    if results is None or None in shown:
         unread = loaded is not None and "loaded" not in loaded  # the code wrote over its first answer
         reason = "its answers could not be read back" if unread else execution.reason
         reason = reason or "the code ended the run before its tests finished"
-        return TestRun(0, total, f"The tests were stopped: {reason}.", execution.seconds, reason)
-    passed = sum(bool(r.get("ok")) for r in results)
-    if passed == total:
-        return TestRun(passed, total, f"All {total} tests passed.", execution.seconds, late_stop)
-    lines = [f"Passed {passed} of {total} tests."]
-    for (args, expected), result in zip(cases, results, strict=True):
-        if result.get("ok") or len(lines) > SHOWN_FAILURES:
-            continue
-        call = f"check({entry_point})" if checked else _clip(call_text(entry_point, args), VALUE_CHARS)
-        if "error" in result:
-            lines.append(f"{call} raised {_clip(result['error'], VALUE_CHARS)}")
-        else:
-            lines.append(
-                f"{call} returned {_clip(str(result.get('got')), VALUE_CHARS)}, expected {_clip(repr(expected), VALUE_CHARS)}"
-            )
-    return TestRun(passed, total, "\n".join(lines), execution.seconds, late_stop)
+        shown_passed = sum(bool(r and r.get("ok")) for r in shown)
+        return TestRun(
+            0,
+            total,
+            f"The tests were stopped: {reason}.",
+            execution.seconds,
+            reason,
+            shown_passed,
+            len(examples),
+        )
+    hidden = results[len(examples) :]
+    # A stop during the hidden tests fails them, and is not told: the examples' verdict is all the model reads.
+    stopped = late_stop or (execution.reason if None in hidden else None)
+    shown_passed = sum(bool(r.get("ok")) for r in shown)
+    return TestRun(
+        sum(bool(r and r.get("ok")) for r in hidden),
+        total,
+        _example_feedback(entry_point, examples, shown),
+        execution.seconds,
+        stopped,
+        shown_passed,
+        len(examples),
+        shown_passed == len(examples),
+    )
 
 
 def run_program(sandbox: Sandbox, code: str) -> tuple[str, Execution]:

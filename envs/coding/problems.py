@@ -1,4 +1,5 @@
-"""Generated Python programming problems: a function to write, its reference, a slip's version, hidden tests.
+"""Generated Python programming problems: a function to write, its reference, a slip's version, example tests the
+model may run and hidden tests that judge it.
 
 Every problem comes from a family (a template with one fixed function name) whose constants (numbers, letters,
 and word choices such as the comparison, a separator or an order) are drawn from the seed, so a model must read
@@ -7,7 +8,8 @@ the prompt to know what it asks for; the names stay fixed so a small model can l
 condition or state, 3 for two steps. The buggy solution is the reference with one plausible slip (a `>=` for
 a `>`, an off-by-one range, a forgotten reset); its choice depends on the prompt alone, so `read_problem`
 rebuilds the same one from the text the teacher sees. Expected values come from running the reference here
-(our own code), and each problem's tests hold at least one input on which the slip fails.
+(our own code). The examples and the hidden tests are distinct inputs, and each side holds at least one on which the
+slip fails: the examples show a slip to whoever runs them, and the hidden tests score it 0 when it is left unfixed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_STRATA = 4
-MIN_TESTS, MAX_TESTS = 5, 8
+MIN_TESTS, MAX_TESTS = 5, 8  # hidden tests per problem
+SLIP_DRAWS = 200  # further draws for an input that shows the slip, once the boundary inputs are taken
+EXAMPLE_TESTS = (
+    3  # example tests per problem: what `run_tests` runs, and the only expected values a model sees
+)
 PREFIX = "Write a Python function `"
 # Small words of every length 1..7, so each word-length constant has words at, below and above it.
 # fmt: off
@@ -64,7 +70,7 @@ SLIPS = (("{code}", "{slip1}"), ("{code}", "{slip2}"))
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem: what the model reads, the reference, a slip's version, and the hidden tests."""
+    """One problem: what the model reads, the reference, a slip's version, the hidden tests and the examples."""
 
     family: str
     entry_point: str
@@ -72,6 +78,7 @@ class Problem:
     reference: str
     buggy: str
     tests: tuple[tuple[tuple, object], ...]
+    examples: tuple[tuple[tuple, object], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,10 +180,12 @@ def _char_edge(p: dict) -> list[tuple]:
 
 
 def _words_edge(p: dict) -> list[tuple]:
-    """Two words below K letters, one of K, two above: a boundary or separator slip shows on it."""
+    """Two words below K letters, one of K, two above (and the reverse order): a boundary or separator slip shows
+    on them."""
     k = p["K"]
     below, at, above = ([w for w in VOCAB if f(len(w))] for f in (k.__gt__, k.__eq__, k.__lt__))
-    return [(" ".join((below * 2)[:2] + at[:1] + (above * 2)[:2]),)]
+    words = (below * 2)[:2] + at[:1] + (above * 2)[:2]
+    return [(" ".join(words),), (" ".join(words[::-1]),)]
 
 
 def _drop(p: dict) -> dict:
@@ -362,7 +371,7 @@ FAMILIES: tuple[Family, ...] = (
          ("ORDER", tuple(ORDERS))),
         # Three values at most: repeats, hence answers other than [], are common.
         lambda rng, p: (rng.choices(rng.sample(range(-3, 10), 3), k=rng.randint(0, 8)),),
-        lambda p: [([5] * p["K"],), ([5] * (p["K"] + 1),)],
+        lambda p: [([5] * p["K"],), ([5] * (p["K"] + 1),), ([2] * p["K"],), ([2] * (p["K"] + 1),)],
         lambda p: {**_compare(p), "ret": ORDERS[p["ORDER"]]},
     ),
 )
@@ -413,26 +422,56 @@ def make_problem(seed: int, stratum: int) -> Problem:
     family = rng.choice(STRATA[stratum])
     params = {name: rng.choice(domain) for name, domain in family.domains}
     prompt, reference, buggy = _build(family, params)
-    inputs: list[tuple] = []
-    want = rng.randint(MIN_TESTS, MAX_TESTS)
-    # Distinct inputs where the draws allow; a tiny domain (repeat_text's words) may need a few redraws.
-    for _ in range(20 * MAX_TESTS):
-        args = family.draw(rng, params)
-        if args not in inputs:
-            inputs.append(args)
-        if len(inputs) == want:
-            break
+    hidden = _draw_inputs(family, rng, params, rng.randint(MIN_TESTS, MAX_TESTS), taken=[])
+    examples = _draw_inputs(family, rng, params, EXAMPLE_TESTS, taken=hidden)
 
     def fails(args: tuple) -> bool:
         return _result(buggy, family.name, args) != _result(reference, family.name, args)
 
-    if not any(fails(args) for args in inputs):
-        edge = next((args for args in family.edges(params) if fails(args)), None)
-        if edge is None:
-            raise RuntimeError(f"{family.name} {params}: no test tells the slip from the reference")
-        inputs[-1] = edge
-    tests = tuple((args, json.loads(_result(reference, family.name, args))) for args in inputs)
-    return Problem(family.name, family.name, prompt, reference, buggy, tests)
+    hidden = _showing_the_slip(family, rng, params, hidden, fails, taken=examples)
+    examples = _showing_the_slip(family, rng, params, examples, fails, taken=hidden)
+
+    def tests(inputs: list[tuple]) -> tuple:
+        return tuple((args, json.loads(_result(reference, family.name, args))) for args in inputs)
+
+    return Problem(family.name, family.name, prompt, reference, buggy, tests(hidden), tests(examples))
+
+
+def _draw_inputs(
+    family: Family, rng: random.Random, params: dict, want: int, taken: list[tuple]
+) -> list[tuple]:
+    """`want` distinct inputs, none of them in `taken`, where the draws allow (a tiny domain, repeat_text's words,
+    may need a few redraws)."""
+    inputs: list[tuple] = []
+    for _ in range(20 * MAX_TESTS):
+        args = family.draw(rng, params)
+        if args not in inputs and args not in taken:
+            inputs.append(args)
+        if len(inputs) == want:
+            break
+    return inputs
+
+
+def _showing_the_slip(
+    family: Family,
+    rng: random.Random,
+    params: dict,
+    inputs: list[tuple],
+    fails: Callable[[tuple], bool],
+    taken: list[tuple],
+) -> list[tuple]:
+    """`inputs`, its last one swapped for one that shows the slip (a boundary input, else a further draw; never
+    one in `taken`) when none of them does."""
+    if any(fails(args) for args in inputs):
+        return inputs
+    drawn = (family.draw(rng, params) for _ in range(SLIP_DRAWS))
+    candidates = itertools.chain(family.edges(params), drawn)
+    edge = next(
+        (args for args in candidates if fails(args) and args not in taken and args not in inputs), None
+    )
+    if edge is None:
+        raise RuntimeError(f"{family.name} {params}: no test tells the slip from the reference")
+    return [*inputs[:-1], edge]
 
 
 def read_problem(prompt: str) -> Problem:

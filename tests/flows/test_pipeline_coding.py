@@ -122,4 +122,4 @@ def test_the_matrix_holds_every_row_the_expert_solves_the_generated_problems_and
 def test_the_report_shows_the_tests_answering_a_tool_call(project: Path) -> None:
     teacher = teacher_sample(project)
     assert re.search(r'\[assistant\] <tool_call>\{"name": "run_tests", "arguments": \{"code": "def ', teacher)
-    assert re.search(r"\n\[tool\] All \d+ tests passed\.", teacher)
+    assert re.search(r"\n\[tool\] All \d+ example tests passed\.", teacher)

@@ -37,13 +37,14 @@ def play(env, spec: dict, *replies: str):
     return episode
 
 
-def test_passing_tests_end_the_episode_at_once_with_full_reward(env, spec, problem):
+def test_passing_examples_end_the_episode_at_once_and_the_hidden_tests_give_the_reward(env, spec, problem):
     episode = play(env, spec, tool_call("run_tests", problem.reference), "never read")
     assert (
         episode.state["turn"] == 1
-        and episode.messages[-1]["content"] == f"All {len(problem.tests)} tests passed."
+        and episode.messages[-1]["content"] == f"All {len(problem.examples)} example tests passed."
     )
     assert episode.reward == 1.0 and episode.values["first_passed"] == episode.values["submissions"] == 1.0
+    assert episode.values["tests_passed"] == episode.values["examples_passed"] == 1.0
 
 
 def test_a_fix_after_the_failures_counts_and_the_first_try_is_remembered(env, spec, problem):
@@ -51,7 +52,12 @@ def test_a_fix_after_the_failures_counts_and_the_first_try_is_remembered(env, sp
         env, spec, tool_call("run_tests", problem.buggy), tool_call("run_tests", problem.reference)
     )
     failures = episode.messages[3]["content"]
-    assert failures.startswith("Passed ") and f"{problem.entry_point}(" in failures and "expected" in failures
+    assert failures.startswith("Passed ") and " example tests." in failures.split("\n")[0]
+    assert f"{problem.entry_point}(" in failures and "expected" in failures
+    # Only examples are quoted: no hidden test's call appears in what the model reads.
+    from envs.coding.problems import call_text
+
+    assert not any(call_text(problem.entry_point, list(args)) in failures for args, _ in problem.tests)
     assert episode.values["all_passed"] == 1.0 and episode.values["first_passed"] == 0.0
     assert episode.values["submissions"] == 2.0 and episode.reward == 1.0
 
@@ -63,15 +69,15 @@ def test_the_final_reply_s_code_block_is_the_submission_and_prose_scores_0(env, 
     assert prose.reward == 0.0 and prose.values["submissions"] == 0.0 and prose.values["format"] == 0.0
 
 
-def test_the_last_submission_counts_partial_credit_and_all(env):
+def test_the_last_submission_counts_all_or_nothing_and_partial_credit_is_a_metric(env):
     problems = [(s, make_problem(s["seed"], s["stratum"])) for s in env.get_dataset("eval")]
     played = [(s, p, play(env, s, final_reply(p.buggy))) for s, p in problems]
     # Some slips fail every test (a crash), others some of them: the first of those.
     spec, problem, half = next((s, p, e) for s, p, e in played if e.values["tests_passed"] > 0)
     assert half.values["all_passed"] == 0.0 and 0.0 < half.values["tests_passed"] < 1.0
-    assert half.reward == pytest.approx(
-        0.4 * half.values["tests_passed"] + 0.1
-    )  # clean style, not all passed
+    assert (
+        half.reward == 0.0 and half.values["style"] == 1.0
+    )  # clean code that fails a hidden test earns nothing
     worse = play(
         env, spec, tool_call("run_tests", problem.buggy), final_reply("def unrelated():\n    pass\n")
     )
@@ -82,7 +88,7 @@ def test_style_reads_ruff_findings_of_passing_code(env, spec, problem):
     messy = "import os\nimport sys\n" + problem.reference  # two unused imports (F401)
     episode = play(env, spec, tool_call("run_tests", messy))
     assert episode.values["all_passed"] == 1.0 and episode.values["lint"] == 2.0
-    assert episode.values["style"] == 0.5 and episode.reward == pytest.approx(0.95)
+    assert episode.values["style"] == 0.5 and episode.reward == 1.0  # style is reported, not rewarded
 
 
 def test_run_code_shows_status_and_output_and_tool_errors_are_counted(env, spec):
@@ -111,7 +117,8 @@ def test_the_turn_limit_ends_an_episode_that_keeps_failing(env, spec, problem):
 
 
 def test_hidden_tests_stay_private_and_a_replay_ignores_the_seconds(env, spec, problem):
-    assert "tests" not in env.public_spec(spec) and "tests" not in env.public_state(env.start(spec).state)
+    for key in ("tests", "examples"):
+        assert key not in env.public_spec(spec) and key not in env.public_state(env.start(spec).state)
     from wander.core.replay import replay_problems
 
     record = play(
@@ -157,7 +164,7 @@ def test_no_eval_or_test_problem_is_one_the_train_split_holds():
         env.get_dataset("eval").to_list()
         == load_environment("coding", num_train=400, num_eval=40, num_test=40).get_dataset("eval").to_list()
     )
-    with pytest.raises(ValueError, match="found .* of 10 problems on its side of the held-out line"):
+    with pytest.raises(ValueError, match="found .* of 10 distinct problems on its side of the held-out line"):
         from envs.coding.prompt_splits import disjoint_split_specs
 
         class Impossible:  # every problem text is held out, so no train spec exists

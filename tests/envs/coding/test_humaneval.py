@@ -35,16 +35,32 @@ def test_every_reference_solution_passes_its_tests_in_the_sandbox_and_a_stub_fai
         tests = json.loads(spec["tests"])
         assert tests == {"check": problem["test"], "prompt": problem["prompt"]}
         assert spec["entry_point"] == problem["entry_point"]
+        examples = json.loads(spec["examples"])
         solved = run_tests(
-            env.sandbox, problem["prompt"] + problem["canonical_solution"], spec["entry_point"], tests
+            env.sandbox,
+            problem["prompt"] + problem["canonical_solution"],
+            spec["entry_point"],
+            tests,
+            examples,
         )
-        if not solved.all_passed:
+        if not (solved.all_passed and solved.examples_ok):
             failed.append((spec["seed"], solved.feedback))
     assert failed == []
+    first = specs[0]
     stub = run_tests(
-        env.sandbox, problems[0]["prompt"] + "    return None\n", problems[0]["entry_point"], tests
+        env.sandbox,
+        problems[0]["prompt"] + "    return None\n",
+        first["entry_point"],
+        json.loads(first["tests"]),
+        json.loads(first["examples"]),
     )
-    assert stub.passed == 0 and stub.total == 1 and stub.feedback.startswith("Passed 0 of 1 tests.")
+    assert stub.passed == 0 and stub.total == 1 and stub.feedback.startswith("Passed 0 of 2 example tests.")
+    # The examples are the docstring's doctests on literals: has_close_elements shows its two.
+    assert json.loads(first["examples"]) == [
+        [[[1.0, 2.0, 3.0], 0.5], False],
+        [[[1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3], True],
+    ]
+    assert sum(bool(json.loads(spec["examples"])) for spec in specs) == 67
 
 
 def test_the_held_out_side_has_equal_strata_by_length_and_the_report_names_it(env, problems):

@@ -35,8 +35,10 @@ def spec(env) -> dict:
 
 
 def judged(env, spec: dict, code: str):
-    """`code` judged on the spec's hidden tests."""
-    return run_tests(env.sandbox, code, spec["entry_point"], json.loads(spec["tests"]))
+    """`code` judged on the spec's example and hidden tests."""
+    return run_tests(
+        env.sandbox, code, spec["entry_point"], json.loads(spec["tests"]), json.loads(spec["examples"])
+    )
 
 
 def test_the_verdict_forged_through_the_harness_scores_0_through_the_env_tool(env, spec):
@@ -78,10 +80,11 @@ def find(i):
 
 def test_the_expected_values_never_enter_the_sandbox(env):
     secret = secrets.token_hex(8)
-    cases = [[[i], f"secret-{secret}-{i}"] for i in range(3)]
-    searched = run_tests(env.sandbox, SEARCHER, "find", cases)
-    assert searched.passed == 0 and searched.total == 3, searched
-    assert searched.feedback.count("returned 'not found'") == 3, searched.feedback
+    hidden = [[[i], f"secret-{secret}-{i}"] for i in range(3)]
+    examples = [[[i], f"secret-{secret}-{i}"] for i in range(3, 5)]
+    searched = run_tests(env.sandbox, SEARCHER, "find", hidden, examples)
+    assert searched.passed == 0 and searched.total == 3 and searched.shown_passed == 0, searched
+    assert searched.feedback.count("returned 'not found'") == 2, searched.feedback
 
 
 @pytest.mark.parametrize(
@@ -121,18 +124,28 @@ def test_answers_written_on_the_harnesss_behalf_do_no_better_than_returning_a_co
     assert judged(env, spec, forger).passed <= judged(env, spec, constant).passed < total
 
 
-def test_an_exception_fails_its_test_only_and_is_shown(env, spec):
+def raising_on(spec: dict, args: list) -> str:
+    """The reference, but raising on the call with `args`."""
     problem = make_problem(spec["seed"], spec["stratum"])
-    first_args = json.loads(spec["tests"])[0][0]
-    raiser = problem.reference + (
+    return problem.reference + (
         f"\n_reference = {spec['entry_point']}\n"
         f"def {spec['entry_point']}(*args):\n"
-        f"    if list(args) == {first_args!r}:\n"
+        f"    if list(args) == {args!r}:\n"
         "        raise ValueError('only this one')\n"
         "    return _reference(*args)\n"
     )
-    run = judged(env, spec, raiser)
-    assert run.passed == run.total - 1 and "raised ValueError: only this one" in run.feedback, run.feedback
+
+
+def test_an_exception_on_an_example_fails_it_only_and_is_shown(env, spec):
+    run = judged(env, spec, raising_on(spec, json.loads(spec["examples"])[0][0]))
+    assert run.shown_passed == run.shown_total - 1 and "raised ValueError: only this one" in run.feedback
+    assert run.all_passed and not run.examples_ok, run
+
+
+def test_a_hidden_test_s_failure_is_never_told(env, spec):
+    run = judged(env, spec, raising_on(spec, json.loads(spec["tests"])[0][0]))
+    assert run.passed == run.total - 1 and run.examples_ok, run
+    assert run.feedback == f"All {run.shown_total} example tests passed."
 
 
 def test_a_neighbours_fork_bomb_does_not_fail_a_correct_program(env, spec):

@@ -10,7 +10,10 @@ REPLY_FORMATS = ("uci", "san")
 
 @dataclass
 class ChessConfig:
-    """Everything that defines a chess task; `load_environment(**kwargs)` takes these fields."""
+    """Everything that defines a chess task; `load_environment(**kwargs)` takes these fields.
+
+    Three engine settings, one Stockfish binary: the opponent (`opponent_nodes`), the embedded teacher
+    (`teacher_nodes`) and the judge (`judge_nodes`), which searches deeper than both."""
 
     rendering: str = "fen"
     """What a turn shows: "fen" (the position's FEN on one line) or "board" (an 8x8 grid, rank 8 first, `.` for an
@@ -34,17 +37,25 @@ class ChessConfig:
     """Difficulty strata: the range above cut into this many equal bins, balanced in every split."""
 
     opening_plies: int = 4
-    """The most random plies played before the model's first turn (0 to this many, from the episode seed), so
-    games start from varied openings; who moves after them is the model's side."""
+    """Random plies played before the model's first turn, from the episode seed, so games start from varied
+    openings: 0 to this many in train, this many in eval and test, whose starting positions are never train's
+    (envs/chess/openings.py); who moves after them is the model's side."""
 
     opponent_nodes: int = 2000
     """Stockfish's node budget per opponent move (one thread: the same move every time)."""
 
-    judge_nodes: int = 2000
-    """Stockfish's node budget per evaluation that scores the model's moves and adjudicates games."""
+    judge_nodes: int = 20_000
+    """Stockfish's node budget per search of the judge, which scores the model's moves (centipawn loss, blunders,
+    GRPO's move values) and adjudicates games: above `opponent_nodes` and `teacher_nodes`, or the judge's best move
+    would be the teacher's own and the centipawn loss would measure the distance from the teacher, not from good
+    play. 10x the players' budget: ~26 ms a search on this project's CPUs (docs/experiments/chess.md)."""
 
     teacher_nodes: int = 2000
     """Stockfish's node budget per move of the embedded teacher."""
+
+    allow_shallow_judge: bool = False
+    """Let `judge_nodes` be at most `opponent_nodes` or `teacher_nodes`: only to reproduce measurements made
+    before the judge searched deeper (docs/experiments/chess.md, 2026-12-07)."""
 
     blunder_cp: int = 200
     """Centipawns a move must lose against the engine's best move to count as a blunder."""
@@ -98,9 +109,20 @@ class ChessConfig:
             )
         if self.max_turns < 1 or self.num_groups < 1 or self.engines < 1:
             raise ValueError("max_turns, num_groups and engines must be at least 1")
-        if self.opening_plies < 0:
-            raise ValueError(f"opening_plies must not be negative, got {self.opening_plies}")
+        if self.opening_plies < 1:
+            raise ValueError(
+                f"opening_plies must be at least 1, got {self.opening_plies}: eval and test games start from "
+                "positions train's never do, and the initial position is train's (4, the default, is the tested one)"
+            )
         if min(self.opponent_nodes, self.judge_nodes, self.teacher_nodes) < 1:
             raise ValueError("opponent_nodes, judge_nodes and teacher_nodes must be at least 1")
+        players = max(self.opponent_nodes, self.teacher_nodes)
+        if self.judge_nodes <= players and not self.allow_shallow_judge:
+            raise ValueError(
+                f"judge_nodes ({self.judge_nodes}) must be above opponent_nodes ({self.opponent_nodes}) and "
+                f"teacher_nodes ({self.teacher_nodes}): a judge searching no deeper than the players scores the "
+                f"teacher's moves as perfect; raise judge_nodes above {players} (10x is the default), or set "
+                "allow_shallow_judge: true to reproduce a measurement made with the old judge"
+            )
         if self.blunder_cp < 1 or self.adjudicate_cp < 1:
             raise ValueError("blunder_cp and adjudicate_cp must be at least 1 centipawn")

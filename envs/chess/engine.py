@@ -49,7 +49,9 @@ def find_stockfish(path: str | None = None) -> str:
 
 
 # One cache for every pool of the process: an answer depends on the binary, the position, the budget and the root
-# move alone, so the teacher's move is the judge's best when both search the same position at the same budget.
+# move alone. The budget is in the key, so the judge (`judge_nodes`) never reads an answer the opponent or the
+# teacher searched at their smaller budget, though the three share the pool's processes (each search starts from a
+# cleared hash: nothing of one search reaches the next).
 _cache: dict[tuple, tuple[str | None, int]] = {}
 _cache_lock = threading.Lock()
 

@@ -4,7 +4,7 @@ checks, curation by the engine, the embedded teacher and the scripted rows; and 
 standing in for a solver's (`best_outcomes`), so GRPO can branch at the model's own mistakes (`branch_at: mistake`)
 and value a decision without playing the game on (`play_on: best`).
 
-The modules stack one way: chess_config, engine <- render <- players <- game <- suite <- env.
+The modules stack one way: chess_config, engine, openings <- render <- players <- game <- suite <- env.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The rules are python-chess's: legality, check, mate, stalemate, repetition and the fifty-move rule (claimed at once).
 A game still running after `max_turns` model turns is adjudicated by the engine (`adjudicate`), unless the model's
 last reply was illegal: then it is lost ("forfeit"), so a model that never plays a legal move never draws. Every move of the
-model is judged against the engine's best move at `judge_nodes` (its centipawn loss); those judgements are the
-env's, never the agent's (`private_state_keys`).
+model is judged against the engine's best move at `judge_nodes` (its centipawn loss), a deeper search than the
+opponent's and the teacher's, so the judge measures play, not the distance from the teacher; those judgements are
+the env's, never the agent's (`private_state_keys`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import chess
 
 from envs.chess.chess_config import ChessConfig
 from envs.chess.engine import MATE_CP, EnginePool
+from envs.chess.openings import distinct_split_specs, opening_moves
 from envs.chess.players import choose_move
 from envs.chess.render import (
     LONGEST_MOVE_TEXT,
@@ -35,26 +37,6 @@ from wander.core.splits import SeededSplits
 
 CP_CAP = 1000
 """Centipawns at which one move's loss is capped (a lost queen and a missed mate weigh alike), as lichess does."""
-
-
-def opening_moves(seed: int, plies: int) -> list[str]:
-    """0 to `plies` random legal plies from the initial position, drawn from the seed; never a finished game."""
-    rng = random.Random(f"chess-opening:{seed}")
-    board, moves = chess.Board(), []
-    for _ in range(rng.randint(0, plies)):
-        options = sorted((m for m in board.legal_moves if not _ends(board, m)), key=chess.Move.uci)
-        move = rng.choice(options)
-        board.push(move)
-        moves.append(move.uci())
-    return moves
-
-
-def _ends(board: chess.Board, move: chess.Move) -> bool:
-    board.push(move)
-    try:
-        return board.is_game_over()
-    finally:
-        board.pop()
 
 
 def adjudicate(model_cp: int, threshold: int) -> str:
@@ -119,7 +101,8 @@ class ChessGame(SeededSplits, Environment):
     # ----- data -----
 
     def spec_fields(self, seed: int, stratum: int) -> dict:
-        """The opponent's random-move probability within the stratum's bin, the model's colour and the opening."""
+        """The opponent's random-move probability within the stratum's bin, the model's colour and the opening (in
+        the seed's split's share of positions: envs/chess/openings.py)."""
         rng = random.Random(f"chess-spec:{seed}")
         low, high = self.config.random_move_prob
         width = (high - low) / self.num_groups
@@ -128,6 +111,13 @@ class ChessGame(SeededSplits, Environment):
             "model_white": rng.random() < 0.5,
             "start_moves": opening_moves(seed, self.config.opening_plies),
         }
+
+    def split_specs(self, split: str) -> list[dict]:
+        """Train as `SeededSplits` draws it; eval and test without two games from one opening position
+        (envs/chess/openings.py); the generate stage's specs as written when `specs_dir` is set."""
+        if self.specs_dir is not None or split == "train":
+            return super().split_specs(split)
+        return distinct_split_specs(self, split)
 
     # ----- episodes -----
 

@@ -18,7 +18,8 @@ from envs.chess.render import parse_position, position_text, read_move, user_mes
 from wander import load_environment
 from wander.core.process_tree import alive
 
-SMALL = {"num_train": 24, "num_eval": 16, "num_test": 16}
+# The players' budgets are the defaults; the judge searches twice theirs, not the default's ten times: fast tests.
+SMALL = {"num_train": 24, "num_eval": 16, "num_test": 16, "judge_nodes": 4000}
 # Perft counts of standard positions (chessprogramming.org's "Perft Results"), depths 1 and 2.
 PERFT = {
     chess.STARTING_FEN: (20, 400),
@@ -88,6 +89,7 @@ def test_splits_are_fixed_by_their_seed_and_stratified(env) -> None:
     for row in train:
         low, high = row["stratum"] / 4, (row["stratum"] + 1) / 4
         assert low <= row["random_move_prob"] <= high and len(row["start_moves"]) <= 4
+    assert all(len(row["start_moves"]) == 4 for row in env.get_dataset("eval"))  # envs/chess/openings.py
 
 
 def test_games_replay_exactly(env) -> None:
@@ -100,12 +102,15 @@ def test_games_replay_exactly(env) -> None:
         again.close()
 
 
-def test_the_engines_best_move_never_loses_to_the_random_mover_and_loses_no_centipawn(env) -> None:
+def test_the_engines_best_move_never_loses_to_the_random_mover_and_loses_few_centipawns(env) -> None:
     specs = env.suite_specs(["random"], 8, seed=0)
     result = env.evaluate(env.scripted_policy("stockfish-0"), specs=specs)
     outcomes = [ep.state["outcome"] for ep in result.trajectories]
     assert "loss" not in outcomes and outcomes.count("win") >= 14
-    assert result.metrics["acpl"]["mean"] == 0.0 and result.metrics["legal_rate"]["mean"] == 1.0
+    random_mover = env.evaluate(env.scripted_policy("random"), specs=specs[::4]).metrics["acpl"]["mean"]
+    # The deeper judge finds the players' engine's moves imperfect, yet far better than random moves.
+    assert 0.0 < result.metrics["acpl"]["mean"] < random_mover / 5
+    assert result.metrics["legal_rate"]["mean"] == 1.0
 
 
 def test_a_hanging_queen_left_is_a_blunder_and_taking_it_wins_at_adjudication() -> None:

@@ -48,7 +48,8 @@ def test_a_person_plays_a_whole_game_against_the_engine(env, side):
         played.append(move)
     ep = game.episode
     assert ep.state["ending"] == "adjudicated" and ep.state["model_moves"] == SMALL["max_turns"]
-    assert set(ep.values) == set(env.rubric.names) and ep.values["acpl"] == 0.0  # the engine's own moves
+    assert set(ep.values) == set(env.rubric.names) and len(ep.state["cp_losses"]) == SMALL["max_turns"]
+    assert ep.values["acpl"] < 50  # the engine's own moves, judged by a deeper search of the same engine
     assert ep.state["moves"][: 1 + (side == "second")][-1] == played[0]
     assert game.position().moves == ()
     # The game is the env's own: its opponent forced to the person's moves replays to the same record.

@@ -20,6 +20,7 @@ from wander.core.pipeline_hooks import games_per_cell, reply_budget
 from wander.eval.config import EvaluateConfig
 from wander.eval.evaluation import evaluate, headline_metrics
 from wander.eval.matrix_result import MatrixResult
+from wander.eval.pass_at_k import figure_names
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,9 @@ def run(params: Params, built: Mapping[str, Policy] | None = None) -> dict:
     }
     tracking.log_params({f"resolved/evaluate/{key}": value for key, value in resolved.items()})
     config = params.evaluate.model_copy(update=resolved)
-    result = evaluate(config, built, local, functools.partial(episode_env, params.env))
+    # The env's settings key the journal a killed stage resumes from (wander/eval/journal.py).
+    play_in = functools.partial(episode_env, params.env)
+    result = evaluate(config, built, local, play_in, env_config=params.env.kwargs())
     log_to_mlflow(result, config)
     return headline_metrics(result)
 
@@ -47,9 +50,9 @@ def mlflow_key(*parts: str) -> str:
 
 
 def log_to_mlflow(result: MatrixResult, config: EvaluateConfig) -> bool:
-    """Every metric of the suite per cell as `eval/<policy>/<opponent>/<side>/<metric>` and every output as
-    artifacts, if a run is active."""
-    names = result.suite.names
+    """Every metric of the suite per cell as `eval/<policy>/<opponent>/<side>/<metric>` (and, sampled, each pass@k
+    figure) and every output as artifacts, if a run is active."""
+    names = (*result.suite.names, *(figure_names(result.samples) if result.samples > 1 else ()))
     metrics = {
         mlflow_key("eval", r["policy"], r["opponent"], r["side"], metric): r[metric]
         for r in result.rows

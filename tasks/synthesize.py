@@ -29,12 +29,12 @@ from tasks.params.sections import Params
 from tasks.runtime.episode_specs import validate_specs
 from tasks.runtime.episodes import episode_env
 from tasks.runtime.fingerprint import content_digest, digest
-from tasks.runtime.journal import Journal
 from tasks.runtime.tracking import log_artifact, log_dict, log_metrics, write_stage_metrics
 from tasks.runtime.validation import gxe, validate
 from wander import Environment, Policy, load_environment
 from wander.core.atomic_io import atomic_dir, read_jsonl, write_json, write_jsonl
 from wander.core.capabilities import DecisionTree, require
+from wander.core.journal import Journal
 from wander.core.policy import Conversation, Reply
 from wander.policies.openai_policy import OpenAIPolicy, PolicyStats
 from wander.policies.openai_server import serve_in_process, teacher_app

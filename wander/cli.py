@@ -27,6 +27,9 @@ def eval_command(args: argparse.Namespace) -> int:
     config = config_from_args(args, args.out)
     result = evaluate(config, env=env_from_args(args))
     print(text_table(result))
+    if result.resumed:  # a rerun of a killed evaluation: what it did not play again
+        played = sum(len(episodes) for episodes in result.episodes.values()) - result.resumed
+        print(f"\nresumed {result.resumed} episodes from the journal, played {played}")
     print(f"\nreport, plots, metrics and CSV written to {config.out_dir}/")
     return 0
 
@@ -110,6 +113,19 @@ def add_arguments(parser: argparse.ArgumentParser, rows: bool = True) -> None:
     parser.add_argument(
         "--seed", type=int, default=defaults["seed"], help="seed of the frozen suite and policies"
     )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=defaults["samples"],
+        help="times each item is played per policy, each with its own seed; above 1 the report adds pass@1, "
+        "pass@k and avg@k (needs --temperature above 0)",
+    )
+    parser.add_argument(
+        "--pass-threshold",
+        type=float,
+        default=defaults["pass_threshold"],
+        help="the headline metric's value an episode must reach to pass (pass@k); default: its best value",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
     parser.add_argument(
         "--max-batch-size", type=int, default=defaults["max_batch_size"], help="most games per policy call"
@@ -143,6 +159,8 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
         games=args.games,
         seed=args.seed,
         temperature=args.temperature,
+        samples=args.samples,
+        pass_threshold=args.pass_threshold,
         max_new_tokens=args.max_new_tokens,
         max_batch_size=args.max_batch_size,
         api_model=args.api_model,

@@ -1,5 +1,5 @@
 """Fingerprints of a stage's inputs: a short hash of its params, of the content of the files it reads and, for
-training stages, of the code it runs.
+training stages, of the code it runs (the hashes of data and files are wander/core/digest.py's).
 
 A stage keys its resumable work by one (the synthesis journal, the SFT and GRPO checkpoints), so that work is
 only ever resumed by a run with the very same inputs. Content, not paths or timestamps: a rebuilt but identical
@@ -11,40 +11,18 @@ package): checkpoints written by other code are never resumed, whatever else cha
 from __future__ import annotations
 
 import ast
-import dataclasses
 import hashlib
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
-CHUNK = 1 << 20
+from wander.core.digest import content_digest, digest
+
 PROJECT = Path(__file__).resolve().parents[2]
 # The project's own code: what a stage imports from elsewhere is pinned.
 CODE_PACKAGES = ("wander", "tasks", "envs")
 
-
-def digest(data: object) -> str:
-    """16 hex digits of the SHA-256 of `data` as canonical JSON (dataclasses and pydantic models as dicts)."""
-    # Default separators: the synthesis journal's names, hashed this way before, stay valid.
-    text = json.dumps(_plain(data), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def content_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, or of a folder's files (relative paths and bytes, in sorted order); FileNotFoundError if absent."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"cannot fingerprint {path}: it does not exist")
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    h = hashlib.sha256()
-    for file in files:
-        name = "" if file == path else file.relative_to(path).as_posix()  # a rename inside a folder counts
-        h.update(f"{name}\0{file.stat().st_size}\0".encode())  # lengths keep file boundaries unambiguous
-        with file.open("rb") as f:
-            while chunk := f.read(CHUNK):
-                h.update(chunk)
-    return h.hexdigest()
+__all__ = ["code_digest", "code_files", "content_digest", "digest", "fingerprint", "stage_code"]
 
 
 def fingerprint(params: object, *inputs: str | os.PathLike, code: str | None = None) -> str:
@@ -127,16 +105,3 @@ def stage_code(module: str, env: str | None = None) -> str:
 
         modules.append(module_name(env))
     return code_digest(modules)
-
-
-def _plain(data: object) -> object:
-    # The JSON shape of configs: a dataclass or pydantic model becomes its fields, tuples become lists.
-    if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        return _plain(dataclasses.asdict(data))
-    if hasattr(data, "model_dump"):
-        return _plain(data.model_dump(mode="json"))
-    if isinstance(data, dict):
-        return {str(k): _plain(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_plain(v) for v in data]
-    return data

@@ -29,7 +29,6 @@ UNDECLARED = {
     *(f"tasks/params/{file.name}" for file in (ROOT / "tasks" / "params").glob("*.py")),
     "tasks/runtime/__init__.py",
     "tasks/runtime/fingerprint.py",
-    "tasks/runtime/journal.py",
     "tasks/runtime/launch.py",  # the stage runner's launcher of a training stage's processes
     "tasks/runtime/stage.py",
     "tasks/runtime/tracking.py",

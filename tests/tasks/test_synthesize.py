@@ -20,10 +20,10 @@ from fastapi.responses import JSONResponse
 
 from tasks import synthesize
 from tasks.runtime.episode_specs import read_specs
-from tasks.runtime.journal import Journal
 from tasks.runtime.stage import STOP_GRACE
 from wander import load_environment
 from wander.core.atomic_io import read_jsonl
+from wander.core.journal import Journal
 from wander.core.policy import Reply
 from wander.core.process_tree import WATCH_PID_ENV, alive, descendants
 from wander.policies.openai_policy import PolicyRequestError

@@ -56,6 +56,34 @@ def test_eval_refuses_bad_input_with_the_fix(tmp_path, capsys):
     assert not list(tmp_path.iterdir())  # nothing written on bad input
 
 
+def test_eval_samples_print_pass_at_k(tmp_path, capsys):
+    """`wander eval --samples 8`: each item played 8 times, pass@1, pass@8 and avg@8 per cell with intervals."""
+    argv = [
+        "eval",
+        "--env",
+        "reverse_text",
+        "--policy",
+        "slips=expert-0.5",
+        "--samples",
+        "8",
+        "--temperature",
+        "1",
+    ]
+    assert main([*argv, "--games", "4", "--out", str(tmp_path), "--no-progress"]) == 0
+    stdout = capsys.readouterr().out
+    assert "4 items x 8 samples (32 episodes) per cell" in stdout
+    assert "pass@1 [95% CI]" in stdout and "pass@8 [95% CI]" in stdout and "avg@8 [95% CI]" in stdout
+    assert stdout.count("slips ") == 6  # one line per stratum x split
+    assert "| slips | 24 |" in (tmp_path / "report.md").read_text()  # the pass@k summary over its 24 items
+
+
+def test_eval_samples_need_sampling(tmp_path, capsys):
+    argv = ["eval", "--env", "reverse_text", "--policy", "expert", "--samples", "8", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert "set temperature above 0" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # refused before any work
+
+
 def test_compare_says_minimax_beats_random(capsys):
     argv = [
         "compare",

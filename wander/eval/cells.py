@@ -40,20 +40,22 @@ def pooled(rows: Sequence[dict], metric: Metric) -> dict[str, float]:
     return {"mean": successes / n, "ci_low": low, "ci_high": high, "n": n}
 
 
-def pooled_mean(rows: Sequence[dict], name: str, spread: bool = True) -> dict[str, float]:
+def pooled_mean(
+    rows: Sequence[dict], name: str, spread: bool = True, count: str = "games"
+) -> dict[str, float]:
     """A mean pooled over rows, its variance rebuilt from each row's mean, spread and size (`spread`: the rows
-    keep `<name>_sd`; without, no interval)."""
-    n = sum(r["games"] for r in rows)
+    keep `<name>_sd`; without, no interval; `count`: the row column of its size, e.g. `items` for pass@k)."""
+    n = sum(r[count] for r in rows)
     if not n:
         return {"mean": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"), "n": 0}
-    mean = sum(r[name] * r["games"] for r in rows) / n
+    mean = sum(r[name] * r[count] for r in rows) / n
     if not spread:
         return {"mean": mean, "n": n}
-    if all(_zeros_and_ones(r[name], r[f"{name}_sd"], r["games"]) for r in rows):
+    if all(_zeros_and_ones(r[name], r[f"{name}_sd"], r[count]) for r in rows):
         # As each cell's own interval (stats.mean_ci): a normal interval of 0 of 164 would be [0, 0].
         low, high = wilson_interval(round(mean * n), n)
         return {"mean": mean, "ci_low": low, "ci_high": high, "n": n}
-    squares = sum((r["games"] - 1) * r[f"{name}_sd"] ** 2 + r["games"] * (r[name] - mean) ** 2 for r in rows)
+    squares = sum((r[count] - 1) * r[f"{name}_sd"] ** 2 + r[count] * (r[name] - mean) ** 2 for r in rows)
     half = Z95 * math.sqrt(squares / (n - 1) / n) if n > 1 else 0.0
     return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
 

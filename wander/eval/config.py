@@ -47,6 +47,14 @@ class EvaluateConfig(BaseModel):
     """Seed of the frozen suite and of the policies."""
     temperature: float = Field(0.0, ge=0.0)
     """0 = greedy decoding; above 0 samples."""
+    samples: int = Field(1, ge=1)
+    """Times each item (episode spec) is played per policy row, sample `j` with a policy seed derived from `seed`
+    (sample 0: `seed` itself); above 1 the report adds pass@1, pass@k and avg@k over the items (docs/evaluation.md)
+    and needs temperature > 0. 1 = each item once."""
+    pass_threshold: float | None = None
+    """An episode passes (pass@k) when its value of the suite's headline metric reaches this (at most this for a
+    lower-is-better one); null = the headline's best value: 1 for a rate or ratio, a mean's bound (reverse_text's
+    reward: 1, the exact answer)."""
     max_new_tokens: int | None = Field(None, ge=1)
     """Longest model reply per turn, in tokens; null = the env's reply budget (`reply_tokens()`: its longest good
     reply, e.g. tic-tac-toe's 16), resolved by `wander.core.pipeline_hooks.reply_budget` when the env is built."""
@@ -99,6 +107,19 @@ class EvaluateConfig(BaseModel):
             )
         if not math.isfinite(self.temperature):
             raise ValueError("temperature must be finite")
+        return self
+
+    @model_validator(mode="after")
+    def _samples_need_sampling(self) -> EvaluateConfig:
+        # Greedy decoding answers each item the same way every time: k samples would be one sample k times.
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(
+                f"samples {self.samples} plays each item {self.samples} times, but temperature 0 decodes greedily, "
+                "so every sample of a model row would be the same: set temperature above 0 (e.g. 1.0) to sample, "
+                "or samples 1"
+            )
+        if self.pass_threshold is not None and not math.isfinite(self.pass_threshold):
+            raise ValueError("pass_threshold must be finite, or null for the headline metric's best value")
         return self
 
     def rows(self, reference_policies: Sequence[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Every game of an evaluation, one JSON line per episode with its cell, gzipped: what `wander ui` replays.
 
 A line is the episode's `Episode.to_dict()` plus `policy`, `opponent` (the column group) and `side`, in the matrix's
-order (policy rows, then column groups, then sides, then games), so a cell's games are the suite's frozen specs.
+order (policy rows, then column groups, then sides, then games), so a cell's games are the suite's frozen specs. With
+samples (pass@k), a cell holds each sample's games in turn and a line also names its `sample`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ def episode_records(result: MatrixResult) -> Iterator[dict]:
     cells = [(group, side) for group in result.opponents for side in result.sides]
     for policy, episodes in result.episodes.items():
         for i, episode in enumerate(episodes):
-            group, side = cells[i // result.games]
-            yield {"policy": policy, "opponent": group, "side": side, **episode.to_dict()}
+            group, side = cells[i // result.per_cell]
+            where = {"policy": policy, "opponent": group, "side": side}
+            if result.samples > 1:  # one sample's lines stay as they were before samples existed
+                where["sample"] = i % result.per_cell // result.games
+            yield {**where, **episode.to_dict()}
 
 
 def write_episodes(result: MatrixResult, path: str | os.PathLike) -> Path:

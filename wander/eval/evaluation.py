@@ -23,6 +23,7 @@ from wander.eval import matrix_report, plots, rubric_report
 from wander.eval.config import EvaluateConfig
 from wander.eval.curves import plot_curves, read_curves
 from wander.eval.episodes_file import write_episodes
+from wander.eval.journal import EvalJournal
 from wander.eval.matrix import MatrixInterrupted, run_matrix
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, csv_text
@@ -72,24 +73,37 @@ def evaluate(
     built: Mapping[str, Policy] | None = None,
     env: Environment | Mapping[str, Any] | None = None,
     play_in: Callable[[Environment, int], Environment] | None = None,
+    env_config: Mapping[str, Any] | None = None,
 ) -> MatrixResult:
     """The matrix with its outputs written under `config.out_dir`; `built`: ready policies by row name; `env` and
-    `play_in` as `run_matrix` takes them.
+    `play_in` as `run_matrix` takes them; `env_config`: the env's `load_environment` kwargs when `env` is an
+    environment object.
 
-    The output folder is checked, and the rows' learning curves read, before any game is played; when a policy row
-    fails, the rows that finished are written there (without the curves) before the error goes on
-    (`MatrixInterrupted` says so).
+    The output folder is checked, and the rows' learning curves read, before any game is played. Each finished row
+    sample is journaled under the output folder (wander/eval/journal.py) when the env's settings are known (`env`
+    as kwargs, or `env_config`), so a killed evaluation rerun plays only what had not finished; the journal is
+    removed once the report is written. When a policy row fails, the rows that finished are written there (without
+    the curves) before the error goes on (`MatrixInterrupted` says so) and the journal is kept.
     """
     check_out_dir(config.out_dir)
     curves = read_curves(config.policies)  # a bad curve file fails before the games, not after
+    resumable = env_config is not None or not isinstance(env, Environment)
+    journal = EvalJournal(config.out_dir) if resumable else None
     try:
-        result = run_matrix(config, built, env, play_in)
+        result = run_matrix(config, built, env, play_in, journal=journal, env_config=env_config)
     except MatrixInterrupted as stopped:
         write_report(stopped.partial, config.out_dir)
         stopped.saved_to = str(config.out_dir)
         raise
     result.curves = curves
     paths = write_report(result, config.out_dir)
+    if journal is not None:
+        result.resumed = journal.resumed
+        journal.remove()  # every unit is in the report now
+        total = sum(len(episodes) for episodes in result.episodes.values())
+        logger.info(
+            "resumed %d episodes from %s, played %d", result.resumed, journal.path, total - result.resumed
+        )
     logger.info("wrote %s", ", ".join(str(p) for p in paths.values()))
     return result
 

@@ -7,7 +7,10 @@ cases are added for greedy rows when the env has those capabilities (wander/core
 
 Every cell is a fixed list of episode specs from the suite seed, the same for every policy, so rows are
 comparable and greedy reruns are identical. All games of one policy go through one batched rollout, so a local
-model answers every live game of every cell in one `generate` call per turn.
+model answers every live game of every cell in one `generate` call per turn. With `samples` k, a row plays that
+rollout k times, sample j with its own policy seed (`pass_at_k.sample_seed`), and its cells gain pass@k and avg@k
+(wander/eval/pass_at_k.py). Given a journal (wander/eval/journal.py), each finished row sample is journaled and a
+rerun restores the ones it holds instead of playing them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from wander.core.policy import Conversation, Policy, Reply
 from wander.core.registry import DEFAULT_ENV, load_environment
 from wander.eval.cells import cell_row
 from wander.eval.config import EvaluateConfig
+from wander.eval.journal import EvalJournal, Unit, row_identity, run_inputs, unit_key
 from wander.eval.matrix_result import MatrixResult
+from wander.eval.pass_at_k import pass_rule, sample_columns, sample_seed
 from wander.policies.loading import make_policy
 from wander.policies.vllm_server import VLLMServer
 from wander.policies.vllm_server_config import VLLMServerConfig
@@ -109,18 +114,22 @@ def run_matrix(
     built: Mapping[str, Policy] | None = None,
     env: Environment | Mapping[str, Any] | None = None,
     play_in: Callable[[Environment, int], Environment] | None = None,
+    journal: EvalJournal | None = None,
+    env_config: Mapping[str, Any] | None = None,
 ) -> MatrixResult:
     """Play every policy of `config` against the frozen suite; `built` gives ready policy objects by row name.
 
     `env`: the environment or its `load_environment` kwargs (default: the default env). `play_in(env, live)`: where
     a row's `live` games are played (the pipeline: on an env server); default: here. Exact results are always
-    computed here.
+    computed here. `journal`: where finished row samples are kept and restored from, keyed with `env_config` (the
+    env's `load_environment` kwargs; needed with a journal when `env` is an environment object).
     """
     local = env if isinstance(env, Environment) else load_environment(**{"name": DEFAULT_ENV, **(env or {})})
     # A null reply budget or games per cell is the env's: what `wander eval` and the stages play with unless told.
     max_new_tokens = reply_budget(local, config.max_new_tokens)
     games = games_per_cell(local, config.games)
     suite = local.evaluation_suite()
+    rule = pass_rule(suite, config.pass_threshold) if config.samples > 1 else None  # refused before any game
     groups = config.opponents or list(suite.groups)
     specs = local.suite_specs(groups, games, config.seed)
     where = play_in(local, len(specs)) if play_in else local  # a row's games are all live together
@@ -136,6 +145,8 @@ def run_matrix(
         baseline=config.baseline or next(iter(policies)),  # null: the first row
         suite=suite,
         render=local.render_episode,
+        samples=config.samples,
+        pass_threshold=config.pass_threshold,
     )
     if isinstance(local, ExactEvaluation):
         result.exact_note, result.exact_columns = local.exact_note, tuple(local.exact_columns)
@@ -155,10 +166,24 @@ def run_matrix(
         play_row, where, specs=specs, max_batch_size=config.max_batch_size, progress=config.progress
     )
     built = dict(built or {})
+    if journal is not None:
+        if env_config is None and isinstance(env, Environment):
+            raise ValueError(
+                "a journaled matrix on an environment object needs its env_config to key the units"
+            )
+        inputs = run_inputs(config, env_config or {"name": DEFAULT_ENV, **(env or {})}, specs, max_new_tokens)
+    row_keys = {}
+    for name, spec in policies.items():  # model folders are hashed here, before any game
+        vllm = config.vllm if name in config.vllm_rows else None
+        who = row_identity(built.get(name) or spec, vllm) if journal is not None else None
+        seeds = [sample_seed(config.seed, j) for j in range(config.samples)]
+        row_keys[name] = [unit_key(inputs, who, j, seed) if who else None for j, seed in enumerate(seeds)]
     for name, spec in policies.items():
         vllm = config.vllm if name in config.vllm_rows else None
         try:
-            _play_policy_row(result, local, name, built.get(name) or spec, make, play, vllm)
+            _play_policy_row(
+                result, local, name, built.get(name) or spec, make, play, vllm, row_keys[name], journal, rule
+            )
         except Exception as exc:
             if not result.rows:
                 raise  # nothing finished: nothing to keep
@@ -170,18 +195,18 @@ def run_matrix(
 
 
 @contextlib.contextmanager
-def _row_policy(
+def _row_policies(
     name: str, spec: str | Policy, make: Callable[..., Policy], vllm: VLLMServerConfig | None
-) -> Iterator[Policy]:
-    """A row's policy: a ready one as it is, else `make(spec)`; with `vllm`, its model is served by vLLM for the
-    block."""
+) -> Iterator[Callable[[int], Policy]]:
+    """A row's policy for a sample's seed: a ready one as it is (its own randomness plays every sample), else
+    `make(spec, seed=...)`; with `vllm`, its model is served by vLLM for the block, once for every sample."""
     if not isinstance(spec, str):
-        yield spec
+        yield lambda seed: spec
     elif vllm is None:
-        yield make(spec)
+        yield lambda seed: make(spec, seed=seed)
     else:
         with VLLMServer(spec, vllm, name=name) as server:
-            yield make(server.base_url, model=server.name)
+            yield lambda seed: make(server.base_url, model=server.name, seed=seed)
 
 
 def _play_policy_row(
@@ -192,28 +217,72 @@ def _play_policy_row(
     make: Callable[..., Policy],
     play: Callable[[str, Policy], list[Episode]],
     vllm: VLLMServerConfig | None,
+    keys: Sequence[str | None],
+    journal: EvalJournal | None,
+    rule: tuple | None,
 ) -> None:
-    """Play one policy row of the matrix with `play` (its policy built by `make`, exact results in `local`) and
-    add its episodes, cells and timings to `result`."""
-    with _row_policy(name, spec, make, vllm) as policy:
-        decoding = "scripted" if getattr(policy, "scripted", False) else result.decoding
-        start = time.perf_counter()
-        episodes = play(name, policy)
-        result.seconds[name] = seconds = time.perf_counter() - start
-    logger.info(  # one progress line per row: a long matrix shows life without a bar
-        "%s: %d games in %.1f s (%.1f games/s)",
-        name,
-        len(episodes),
-        seconds,
-        len(episodes) / max(seconds, 1e-9),
+    """Play one policy row of the matrix with `play`, each sample with its policy built by `make` (exact results in
+    `local`), restoring the samples `journal` holds under `keys` and journaling those played; add its episodes,
+    cells and timings to `result`."""
+    units = {j: unit for j, key in enumerate(keys) if journal and key and (unit := journal.restore(key))}
+    restored = sum(len(unit.episodes) for unit in units.values())
+    todo = [j for j in range(result.samples) if j not in units]
+    if todo:
+        with _row_policies(name, spec, make, vllm) as seeded:
+            for j in todo:
+                units[j] = unit = _play_sample(
+                    result, local, name, seeded(sample_seed(result.seed, j)), j, play
+                )
+                if journal is not None and keys[j]:
+                    journal.save(keys[j], {"policy": name, "sample": j}, unit)
+    units = dict(sorted(units.items()))
+    result.seconds[name] = sum(unit.seconds for unit in units.values())  # a restored unit's own time
+    played, seconds = (
+        sum(f(units[j]) for j in todo) for f in (lambda u: len(u.episodes), lambda u: u.seconds)
     )
+    logger.info(  # one progress line per row: a long matrix shows life without a bar
+        "%s: %d games in %.1f s (%.1f games/s)%s",
+        name,
+        played,
+        seconds,
+        played / max(seconds, 1e-9),
+        f"; {restored} restored from the journal" if restored else "",
+    )
+    first = units[0]
+    for (
+        kind,
+        found,
+    ) in first.extras.items():  # a greedy row's exact results and worst case, played or restored
+        getattr(result, kind)[name] = found
+    episodes, games = [], result.games
+    for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
+        cell = [ep for unit in units.values() for ep in unit.episodes[i * games : (i + 1) * games]]
+        row = cell_row(result.suite, name, group, side, first.decoding, cell)
+        if rule is not None:
+            row.update(sample_columns(result.suite, cell, games, result.samples, rule))
+        result.rows.append(row)
+        episodes += cell
+    result.episodes[name] = episodes
+
+
+def _play_sample(
+    result: MatrixResult,
+    local: Environment,
+    name: str,
+    policy: Policy,
+    sample: int,
+    play: Callable[[str, Policy], list[Episode]],
+) -> Unit:
+    """One sample of a row: every item played by `policy`, with a greedy model's exact results and worst case."""
+    decoding = "scripted" if getattr(policy, "scripted", False) else result.decoding
+    start = time.perf_counter()
+    episodes = play(name if result.samples == 1 else f"{name} #{sample}", policy)
+    seconds = time.perf_counter() - start
+    extras: dict = {}
     if getattr(policy, "greedy", False) is True:  # a local model decoding greedily: deterministic
         if isinstance(local, ExactEvaluation):
-            result.exact[name] = exact_row(local, policy, result.opponents)
+            extras["exact"] = exact_row(local, policy, result.opponents)
         if isinstance(local, WorstCase):
-            result.worst[name] = local.worst_case(policy)
-    del policy  # a local model's memory goes before the next row loads
-    result.episodes[name] = episodes
-    for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
-        cell = episodes[i * result.games : (i + 1) * result.games]
-        result.rows.append(cell_row(result.suite, name, group, side, decoding, cell))
+            extras["worst"] = local.worst_case(policy)
+    del policy  # a local model's memory goes before the next sample or row loads
+    return Unit(episodes, seconds, decoding, extras)

@@ -20,9 +20,17 @@ from wander.eval.cells import pooled, summary
 from wander.eval.compare import compare, conclusion
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, finite, read_matrix
+from wander.eval.pass_at_k import (
+    headline_figures,
+    markdown_lines,
+    summary_and_figures,
+    table_cells,
+    table_head,
+)
 from wander.eval.report_text import (
     headline_policies,
     intro,
+    per_cell_words,
     shown_value,
     stage_lines,
     summary_rows,
@@ -44,12 +52,14 @@ def matrix_dict(result: MatrixResult) -> dict:
         for opponent in result.opponents:
             cells = [r for r in rows if r["opponent"] == opponent]
             sides = {r["side"]: {k: v for k, v in r.items() if k not in STRING_FIELDS} for r in cells}
-            opponents[opponent] = {**sides, "both": summary(cells, result.suite)}
-        policies[name] = {"overall": summary(rows, result.suite), "opponents": opponents}
+            opponents[opponent] = {**sides, "both": summary_and_figures(cells, result.suite)}
+        policies[name] = {"overall": summary_and_figures(rows, result.suite), "opponents": opponents}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
+    out = {"games_per_cell": result.games, "seed": result.seed}
+    if result.samples > 1:  # absent for one sample: that matrix.json is the one before samples existed
+        out.update(samples=result.samples, pass_threshold=result.pass_threshold)
     return {
-        "games_per_cell": result.games,
-        "seed": result.seed,
+        **out,
         "policies": clean,
         "exact": result.exact,
         "worst_case": result.worst,
@@ -74,7 +84,7 @@ def headline_metrics(result: MatrixResult) -> dict:
     out: dict = {}
     for name in headline_policies(result):
         rows = [r for r in result.rows if r["policy"] == name]
-        head = {"all": {m: _rate(result, rows, m) for m in layout.overview}}
+        head = {"all": {m: _rate(result, rows, m) for m in layout.overview} | headline_figures(result, rows)}
         for opponent, metric in picks:
             cells = [r for r in rows if r["opponent"] == opponent]
             head.setdefault(opponent, {})[metric] = _rate(result, cells, metric)
@@ -111,7 +121,9 @@ def text_table(result: MatrixResult) -> str:
         )
     scripted = any(r["decoding"] == "scripted" for r in result.rows)
     note = " (scripted players follow their own rule)" if scripted else ""
-    lines = [f"{result.games} games per cell; decoding: {result.decoding}{note}", head]
+    sampled = result.samples > 1
+    head += table_head(result) if sampled else ""
+    lines = [f"{per_cell_words(result, 'games')}; decoding: {result.decoding}{note}", head]
     for r in result.rows:
         line = f"{r['policy'][:15]:<16}{r['opponent']:<14}{r['side']:<8}"
         for m in metrics:
@@ -120,7 +132,7 @@ def text_table(result: MatrixResult) -> str:
                 if m.name == suite.headline
                 else f"{r[m.name]:>{_width(m)}.{m.digits}f}"
             )
-        lines.append(line)
+        lines.append(line + (table_cells(result, r) if sampled else ""))
     return "\n".join(lines)
 
 
@@ -197,6 +209,7 @@ def markdown_report(result: MatrixResult) -> str:
 
     md += [
         "",
+        *markdown_lines(result),
         f"## {suite.plot_labels.title} per cell",
         "",
         "| policy | " + " | ".join(f"{o} {s}" for o, s in cols) + " |",

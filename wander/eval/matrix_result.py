@@ -38,6 +38,14 @@ class MatrixResult:
     worst_lines: Callable[[dict[str, dict[str, dict]]], list[str]] | None = None  # the env's report section
     # (stage, points) of the GRPO learning curves found in the rows' model folders, in row order
     curves: list[tuple[str, list[dict]]] = field(default_factory=list)
+    samples: int = 1  # times each item was played per row (pass@k, wander/eval/pass_at_k.py)
+    pass_threshold: float | None = None  # the config's: null = the headline metric's best value
+    resumed: int = 0  # episodes restored from the journal instead of played (wander/eval/journal.py)
+
+    @property
+    def per_cell(self) -> int:
+        """Episodes per cell of a row: its items times the samples of each."""
+        return self.games * self.samples
 
     @property
     def sides(self) -> tuple[str, ...]:

@@ -36,10 +36,17 @@ def intro(result: MatrixResult) -> str:
     return f"Policies: {policies}. " + result.suite.report.intro.format(
         groups=", ".join(result.opponents),
         sides=" and ".join(result.sides),
-        games=result.games,
+        games=result.per_cell,  # sampled: every sample's episodes (the pass@k section counts the items)
         seed=result.seed,
         decoding=result.decoding,
     )
+
+
+def per_cell_words(result: MatrixResult, unit: str) -> str:
+    """How many `unit`s (games, episodes) a cell holds, as the terminal tables say it: sampled, items x samples."""
+    if result.samples == 1:
+        return f"{result.games} {unit} per cell"
+    return f"{result.games} items x {result.samples} samples ({result.per_cell} {unit}) per cell"
 
 
 def summary_rows(matrix: dict, rows: Sequence[str], baseline: str | None) -> tuple[str, list[str]]:

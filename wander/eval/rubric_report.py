@@ -18,9 +18,18 @@ from wander.eval.compare import compare, conclusion
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS, read_matrix
 from wander.eval.paired import RESAMPLES, SEED, paired_line, paired_results, verdict
+from wander.eval.pass_at_k import (
+    figure_names,
+    markdown_lines,
+    pooled_figures,
+    summary_and_figures,
+    table_cells,
+    table_head,
+)
 from wander.eval.report_text import (
     headline_policies,
     intro,
+    per_cell_words,
     shown_value,
     stage_lines,
     summary_rows,
@@ -29,7 +38,8 @@ from wander.eval.report_text import (
 
 
 def headline_metrics(result: MatrixResult) -> dict:
-    """Per headline row (candidate and baseline): the headline metric overall and per split."""
+    """Per headline row (candidate and baseline): the headline metric overall and per split, and so each pass@k
+    figure where the items were sampled."""
     out = {}
     for name in headline_policies(result):
         rows = [r for r in result.rows if r["policy"] == name]
@@ -38,6 +48,12 @@ def headline_metrics(result: MatrixResult) -> dict:
         for side in result.sides:
             head[side] = round(pooled([r for r in rows if r["side"] == side], headline)["mean"], 4)
         out[name] = {result.headline: head}
+        if result.samples > 1:
+            for figure in figure_names(result.samples):
+                out[name][figure] = {"all": round(pooled_figures(rows, result.suite)[figure], 4)}
+                for side in result.sides:
+                    cells = [r for r in rows if r["side"] == side]
+                    out[name][figure][side] = round(pooled_figures(cells, result.suite)[figure], 4)
     return out
 
 
@@ -50,11 +66,13 @@ def matrix_dict(result: MatrixResult) -> dict:
             g: {r["side"]: {k: v for k, v in r.items() if k != "policy"} for r in rows if r["opponent"] == g}
             for g in result.opponents
         }
-        policies[name] = {"overall": summary(rows, result.suite), "opponents": groups}
+        policies[name] = {"overall": summary_and_figures(rows, result.suite), "opponents": groups}
     clean = json.loads(json.dumps(policies), parse_constant=lambda _: None)  # NaN -> null
+    out = {"games_per_cell": result.games, "seed": result.seed}
+    if result.samples > 1:  # absent for one sample: that matrix.json is the one before samples existed
+        out.update(samples=result.samples, pass_threshold=result.pass_threshold)
     return {
-        "games_per_cell": result.games,
-        "seed": result.seed,
+        **out,
         "policies": clean,
         "paired": {f"{b} - {a}": found for a, b, found in paired_results(result)},
     }
@@ -63,12 +81,17 @@ def matrix_dict(result: MatrixResult) -> dict:
 def text_table(result: MatrixResult) -> str:
     """The suite as a fixed-width table for a terminal: the headline metric per cell."""
     metric, layout = result.suite.metric(result.headline), result.suite.report
-    lines = [f"{result.games} episodes per cell; decoding: {result.decoding}"]
+    sampled = result.samples > 1
+    lines = [f"{per_cell_words(result, 'episodes')}; decoding: {result.decoding}"]
     lines.append(
         f"{'policy':<16}{layout.group_label:<14}{layout.side_label:<8}{metric.shown + ' [95% CI]':>28}"
+        + (table_head(result) if sampled else "")
     )
     for r in result.rows:
-        lines.append(f"{r['policy'][:15]:<16}{r['opponent']:<14}{r['side']:<8}{with_interval(r, metric):>28}")
+        lines.append(
+            f"{r['policy'][:15]:<16}{r['opponent']:<14}{r['side']:<8}{with_interval(r, metric):>28}"
+            + (table_cells(result, r) if sampled else "")
+        )
     return "\n".join(lines)
 
 
@@ -93,7 +116,7 @@ def markdown_report(result: MatrixResult) -> str:
     for n in names:
         stats = summary([r for r in result.rows if r["policy"] == n], suite)
         md.append(f"| {n} | " + " | ".join(shown_value(stats, m) for m in metrics) + " |")
-    md += ["", "## Every cell", ""]
+    md += ["", *markdown_lines(result), "## Every cell", ""]
     metrics = suite.columns("cells")
     for n in names:
         md += [

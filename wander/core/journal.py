@@ -1,4 +1,5 @@
-"""An append-only JSONL journal of finished work, keyed by episode seed, that survives a SIGKILL at any moment.
+"""An append-only JSONL journal of finished work, keyed by a field of each record (synthesis: the episode seed;
+evaluation: a unit's fingerprint, wander/eval/journal.py), that survives a SIGKILL at any moment.
 
 Each append writes whole lines and fsyncs before returning, so a record the caller saw appended is on disk. A kill
 during an append can leave a torn last line; `load` cuts it off (that episode is simply played again). A record

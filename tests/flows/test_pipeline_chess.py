@@ -43,10 +43,11 @@ def test_the_teacher_plays_the_engines_moves_but_for_its_slips(project: Path) ->
         assert len(state["cp_losses"]) == state["model_moves"] == state["turn"]
         assert state["blunder_moves"] == sum(c >= 200 for c in state["cp_losses"])  # blunder_cp 200
         assert state["outcome"] in ("win", "draw", "loss") and state["ending"] != "forfeit"
-    # Slip 0.05: the engine's own move (loss 0 by construction) on ~95% of moves; a slip-free or a random teacher
-    # fails (measured on the smoke's 48 games: 0.96).
+    # Slip 0.05: the engine's own move at the players' budget, which the judge's deeper search finds best on about
+    # 70% of moves (docs/experiments/chess.md#judged-apart-2026-12-07); a random teacher loses ~245 centipawns a
+    # move and finds the best move far less often.
     zero = sum(c == 0 for c in losses) / len(losses)
-    assert 0.85 < zero < 1.0
+    assert 0.5 < zero < 1.0 and sum(losses) / len(losses) < 80
 
 
 @pytest.mark.slow
@@ -93,8 +94,12 @@ def test_the_matrix_holds_what_the_rules_and_the_engine_guarantee(project: Path)
             assert int(r["games"]) == params["evaluate"]["games"] and int(r["errored"]) == 0
             games = int(r["games"])
             assert int(r["wins"]) + int(r["draws"]) + int(r["losses"]) == games
-    engine = [r for r in rows if r["policy"] == "stockfish"]  # the judge's own move at the judge's budget
-    assert all(float(r["acpl"]) == 0.0 and float(r["legal_rate"]) == 1.0 for r in engine)
+    # The engine at the players' budget, judged by the deeper search: a little loss, far below random's.
+    engine = [r for r in rows if r["policy"] == "stockfish"]
+    assert all(float(r["acpl"]) < 80 and float(r["legal_rate"]) == 1.0 for r in engine)
+    assert min(float(r["acpl"]) for r in rows if r["policy"] == "random") > 3 * max(
+        float(r["acpl"]) for r in engine
+    )
     assert all(int(r["losses"]) == 0 for r in engine if r["opponent"] == "random")
     # An untrained model's replies are never legal: every game a forfeit, never a free draw.
     for r in rows:

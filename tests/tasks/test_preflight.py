@@ -3,6 +3,8 @@ the key and the fix, and nothing run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks.params import preflight
@@ -18,6 +20,20 @@ def _params(**sections: dict) -> object:
 
 def test_the_default_params_are_ready_to_run():
     assert preflight.problems(_params()) == []
+
+
+# Every CPU profile `make run PROFILE=...` takes (the GPU ones need CUDA for their vLLM server): llm-coding and
+# llm-reasoning once inherited llm's tic-tac-toe line search, which their envs cannot run.
+CPU_PROFILES = sorted(
+    p.stem.removeprefix("params.")
+    for p in Path(PARAMS_FILE).parent.glob("params.*.yaml")
+    if "gpu" not in p.stem
+)
+
+
+@pytest.mark.parametrize("profile", CPU_PROFILES)
+def test_every_cpu_profile_is_ready_to_run(profile: str):
+    assert preflight.problems(load_params(PARAMS_FILE, profile=profile)) == []
 
 
 def test_too_many_games_per_cell_for_an_envs_eval_split_is_found_up_front():

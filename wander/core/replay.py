@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 
 from wander.core.environment import Environment
+from wander.core.episode import Episode
 from wander.core.policy import Reply
 
 SHOWN = 80  # characters of a message quoted in a problem
@@ -36,20 +37,30 @@ def _after(messages: list, index: int) -> str:
     return ""
 
 
-def replay_problems(env: Environment, record: Mapping) -> list[str]:
-    """What in `record` differs from replaying its assistant messages through `env` (empty when nothing does)."""
+def replay(env: Environment, record: Mapping) -> tuple[Episode | None, list[str]]:
+    """`record`'s assistant messages played again through a fresh episode of its spec in `env`, scored; the episode
+    (None when the record cannot be started) and where the environment's answers differ from the record's
+    (empty when they all agree). The replay stops at the first difference, as the environment goes on from there
+    with messages the record does not hold."""
     spec, messages = record.get("spec"), record.get("messages")
     if not isinstance(spec, Mapping):
-        return ["the record has no 'spec' object to replay from"]
+        return None, ["the record has no 'spec' object to replay from"]
     if not isinstance(messages, list) or not all(
         isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
         for m in messages
     ):
-        return ["'messages' is not a list of {role, content} strings"]
+        return None, ["'messages' is not a list of {role, content} strings"]
     try:
         episode = env.start(dict(spec))
     except Exception as e:  # noqa: BLE001 - a spec the env refuses is a problem of the record
-        return [f"the environment cannot start from the spec: {type(e).__name__}: {e}"]
+        return None, [f"the environment cannot start from the spec: {type(e).__name__}: {e}"]
+    problems = _replay_messages(env, episode, messages)
+    env.score([episode])
+    return episode, problems
+
+
+def _replay_messages(env: Environment, episode: Episode, messages: list) -> list[str]:
+    """Advance `episode` by the record's assistant messages; the first place its messages and the record's differ."""
     for index, message in enumerate(messages):
         if index >= len(episode.messages):
             if episode.done:
@@ -74,7 +85,14 @@ def replay_problems(env: Environment, record: Mapping) -> list[str]:
         ]
     if not episode.done:
         return [f"the game is not over after its {len(messages)} messages; the record is cut short"]
-    env.score([episode])
+    return []
+
+
+def replay_problems(env: Environment, record: Mapping) -> list[str]:
+    """What in `record` differs from replaying its assistant messages through `env` (empty when nothing does)."""
+    episode, problems = replay(env, record)
+    if problems:
+        return problems
     problems = []
     recorded_state = record.get("state") or {}
     for key, value in episode.to_dict()["state"].items():

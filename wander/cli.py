@@ -170,6 +170,22 @@ def config_from_args(args: argparse.Namespace, out_dir: str) -> EvaluateConfig:
     )
 
 
+def rescore_command(args: argparse.Namespace) -> int:
+    """Replay and score a stored evaluation with the env's current rubric; write its report; say what changed."""
+    from wander.eval.rescore import evaluation_files, rescore_to
+
+    episodes, _ = evaluation_files(args.source)
+    out = Path(args.out or f"{episodes.parent}-rescored")
+    done = rescore_to(args.source, load_environment(**env_from_args(args)), out)
+    print(text_table(done.result))
+    total = sum(len(e) for e in done.result.episodes.values())
+    print(f"\n{total} episodes rescored; {len(done.changed)} changed score, {len(done.diverged)} diverged")
+    for c in done.changed[:20]:
+        print(f"  {c['policy']} {c['opponent']} {c['side']} seed {c['seed']}: {c['was']} -> {c['now']}")
+    print(f"report written to {out}/")
+    return 0
+
+
 def env_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The `load_environment` kwargs of parsed `add_arguments` options (the settings given)."""
     return {"name": args.env, **dict(args.settings)}
@@ -288,6 +304,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(ev)
     ev.add_argument("--out", default="data/eval-adhoc", help="folder of the report, plots, metrics and CSV")
     ev.set_defaults(func=eval_command)
+
+    rs = sub.add_parser("rescore", help="score a stored evaluation's episodes with the env's current rubric")
+    rs.add_argument(
+        "source", metavar="RUN_OR_FILE", help="an evaluation folder (data/eval) or its episodes file"
+    )
+    rs.add_argument("--env", default=DEFAULT_ENV, help="environment: registered name or module path")
+    rs.add_argument(
+        "--set", dest="settings", action="append", type=env_setting, default=[], metavar="KEY=VALUE"
+    )
+    rs.add_argument(
+        "--out", default=None, help="folder of the new report (default: the evaluation's, + -rescored)"
+    )
+    rs.set_defaults(func=rescore_command)
 
     cmp = sub.add_parser("compare", help="is policy B better than policy A? per column, from the intervals")
     cmp.add_argument("a", metavar="A", help="[NAME=]SPEC of the reference policy")

@@ -94,7 +94,7 @@ def test_the_evaluate_stage_logs_the_resolved_number_and_plays_it(monkeypatch) -
     logged, played = {}, {}
     monkeypatch.setattr(evaluate_stage.tracking, "log_params", logged.update)
 
-    def fake_evaluate(config, built, local, play_in):
+    def fake_evaluate(config, built, local, play_in, env_config=None):
         played["games"] = config.games
         return "result"
 

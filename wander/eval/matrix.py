@@ -148,10 +148,7 @@ def run_matrix(
         samples=config.samples,
         pass_threshold=config.pass_threshold,
     )
-    if isinstance(local, ExactEvaluation):
-        result.exact_note, result.exact_columns = local.exact_note, tuple(local.exact_columns)
-    if isinstance(local, WorstCase):
-        result.worst_lines = local.worst_case_lines
+    report_env_parts(result, local)
     # Every row's policy is built alike and its games played alike: bound once here, so a row reads no config.
     make = functools.partial(
         make_policy,
@@ -192,6 +189,24 @@ def run_matrix(
                 result.baseline = next(iter(result.policies))
             raise MatrixInterrupted(result, name, exc) from exc
     return result
+
+
+def report_env_parts(result: MatrixResult, env: Environment) -> None:
+    """What the report takes from the env itself: its exact results' note and columns, its worst-case section."""
+    if isinstance(env, ExactEvaluation):
+        result.exact_note, result.exact_columns = env.exact_note, tuple(env.exact_columns)
+    if isinstance(env, WorstCase):
+        result.worst_lines = env.worst_case_lines
+
+
+def matrix_row(
+    result: MatrixResult, name: str, group: str, side: str, decoding: str, cell: list, rule: tuple | None
+) -> dict:
+    """One cell's row, with its pass@k columns when `rule` (the pass rule) is given."""
+    row = cell_row(result.suite, name, group, side, decoding, cell)
+    if rule is not None:
+        row.update(sample_columns(result.suite, cell, result.games, result.samples, rule))
+    return row
 
 
 @contextlib.contextmanager
@@ -257,10 +272,7 @@ def _play_policy_row(
     episodes, games = [], result.games
     for i, (group, side) in enumerate((o, s) for o in result.opponents for s in result.sides):
         cell = [ep for unit in units.values() for ep in unit.episodes[i * games : (i + 1) * games]]
-        row = cell_row(result.suite, name, group, side, first.decoding, cell)
-        if rule is not None:
-            row.update(sample_columns(result.suite, cell, games, result.samples, rule))
-        result.rows.append(row)
+        result.rows.append(matrix_row(result, name, group, side, first.decoding, cell, rule))
         episodes += cell
     result.episodes[name] = episodes
 

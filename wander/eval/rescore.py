@@ -18,15 +18,14 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wander.core.capabilities import ExactEvaluation, WorstCase
 from wander.core.environment import Environment
 from wander.core.replay import replay
-from wander.eval.cells import cell_row
 from wander.eval.episodes_file import read_episodes
 from wander.eval.evaluation import check_out_dir, write_report
+from wander.eval.matrix import matrix_row, report_env_parts
 from wander.eval.matrix_result import MatrixResult
 from wander.eval.outputs import OUTPUTS
-from wander.eval.pass_at_k import pass_rule, sample_columns
+from wander.eval.pass_at_k import pass_rule
 
 
 @dataclass
@@ -113,20 +112,14 @@ def rescore(source: str | Path, env: Environment) -> Rescored:
         exact=played.get("exact") or {},
         worst=played.get("worst_case") or {},
     )
-    if isinstance(env, ExactEvaluation):
-        result.exact_note, result.exact_columns = env.exact_note, tuple(env.exact_columns)
-    if isinstance(env, WorstCase):
-        result.worst_lines = env.worst_case_lines
+    report_env_parts(result, env)
     rule = pass_rule(suite, result.pass_threshold) if samples > 1 else None
     for name, by_cell in cells.items():
         result.episodes[name] = []
         for group in opponents:
             for side in suite.sides:
                 cell = by_cell[(group, side)]
-                row = cell_row(suite, name, group, side, decoding[name], cell)
-                if rule is not None:
-                    row.update(sample_columns(suite, cell, games, samples, rule))
-                result.rows.append(row)
+                result.rows.append(matrix_row(result, name, group, side, decoding[name], cell, rule))
                 result.episodes[name] += cell
     out.result = result
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tasks.params.load import add_params_arguments, load_params
 from tasks.runtime.tracking_reader import MlflowRunStore
-from wander.cli import port_number
+from wander.cli.arguments import port_number
 from wander.core.offline import stay_offline
 from wander.ui.app import add_serve_arguments, serve
 from wander.ui.run_config import RunConfig

@@ -186,9 +186,14 @@ def _judge(
     return results
 
 
+def _passes(results: list[dict | None]) -> int:
+    """How many of `results` passed (None: a test the run never reached)."""
+    return sum(bool(r and r.get("ok")) for r in results)
+
+
 def _example_feedback(entry_point: str, examples: list, results: list[dict]) -> str:
     """What the model reads of the examples: all passed, or the first failures with their expected values."""
-    passed = sum(bool(r.get("ok")) for r in results)
+    passed = _passes(results)
     if not examples:
         return "Your code loaded; this problem shows no example tests to run."
     if passed == len(examples):
@@ -242,7 +247,7 @@ def run_tests(
         unread = loaded is not None and "loaded" not in loaded  # the code wrote over its first answer
         reason = "its answers could not be read back" if unread else execution.reason
         reason = reason or "the code ended the run before its tests finished"
-        shown_passed = sum(bool(r and r.get("ok")) for r in shown)
+        shown_passed = _passes(shown)
         return TestRun(
             0,
             total,
@@ -255,9 +260,9 @@ def run_tests(
     hidden = results[len(examples) :]
     # A stop during the hidden tests fails them, and is not told: the examples' verdict is all the model reads.
     stopped = late_stop or (execution.reason if None in hidden else None)
-    shown_passed = sum(bool(r.get("ok")) for r in shown)
+    shown_passed = _passes(shown)
     return TestRun(
-        sum(bool(r and r.get("ok")) for r in hidden),
+        _passes(hidden),
         total,
         _example_feedback(entry_point, examples, shown),
         execution.seconds,

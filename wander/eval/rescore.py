@@ -72,14 +72,14 @@ def rescore(source: str | Path, env: Environment) -> Rescored:
         decoding = {row["policy"]: row["decoding"] for row in csv.DictReader(f)}
     suite = env.evaluation_suite()
     cells: dict[str, dict[tuple[str, str], list]] = {}
-    out = Rescored(result=None)  # type: ignore[arg-type]
+    changed: list[dict] = []
+    diverged: list[dict] = []
     for index, record in enumerate(records):
         episode, problems = replay(env, record)
         if episode is None:
             raise ValueError(f"episode {index} of {episodes_path} cannot be replayed: {problems[0]}")
-        for (
-            key
-        ) in env.measured_keys:  # what the machine measured (seconds) is the record's, not this replay's
+        # What the machine measured (seconds) is the record's, not this replay's.
+        for key in env.measured_keys:
             for stored, now in (
                 (record.get("values") or {}, episode.values),
                 (record.get("state") or {}, episode.state),
@@ -88,9 +88,9 @@ def rescore(source: str | Path, env: Environment) -> Rescored:
                     now[key] = stored[key]
         where = {k: record.get(k) for k in ("policy", "opponent", "side", "sample", "seed")}
         if problems:
-            out.diverged.append({**where, "index": index, "problem": problems[0]})
+            diverged.append({**where, "index": index, "problem": problems[0]})
         if not _same(float(record.get("reward", 0.0)), episode.reward):
-            out.changed.append({**where, "index": index, "was": record.get("reward"), "now": episode.reward})
+            changed.append({**where, "index": index, "was": record.get("reward"), "now": episode.reward})
         cells.setdefault(record["policy"], {}).setdefault((record["opponent"], record["side"]), []).append(
             episode
         )
@@ -121,8 +121,7 @@ def rescore(source: str | Path, env: Environment) -> Rescored:
                 cell = by_cell[(group, side)]
                 result.rows.append(matrix_row(result, name, group, side, decoding[name], cell, rule))
                 result.episodes[name] += cell
-    out.result = result
-    return out
+    return Rescored(result, changed, diverged)
 
 
 def rescore_to(source: str | Path, env: Environment, out_dir: str | Path) -> Rescored:

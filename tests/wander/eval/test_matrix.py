@@ -11,7 +11,7 @@ from envs.tictactoe.players import RandomPlayer
 from envs.tictactoe.suite import DEFAULT_OPPONENTS
 from envs.tictactoe.tictactoe_config import SPLIT_SEED_RANGES
 from wander import load_environment
-from wander.cli import parse_policies
+from wander.cli.arguments import parse_policies
 from wander.eval.cells import pooled
 from wander.eval.config import EvaluateConfig
 from wander.eval.matrix import MatrixInterrupted, run_matrix

@@ -2,8 +2,8 @@
 
 Each stage validates its own section when it starts; what only fails when a later stage meets the environment (too
 few eval episodes per cell, a rollout option the env cannot score) would otherwise surface after minutes of
-training. `preflight(params)` builds the env as the pipeline will (its settings and the split sizes of `generate`)
-and asks it those questions up front; the flow calls it before the first stage.
+training. `preflight(params)` builds the env as the pipeline will (its settings and the split sizes of `generate`),
+builds its held-out splits and asks it those questions up front; the flow calls it before the first stage.
 
 python -m tasks.params.preflight [--params params.yaml] [--profile NAME]
 """
@@ -31,6 +31,11 @@ def problems(params: Params) -> list[str]:
     """Every problem found, one line each naming the params key and the fix; [] when the params can run."""
     env = load_environment(**params.env.kwargs(), **params.generate.env_settings())
     found = []
+    for split in ("eval", "test"):  # the held-out splits the generate stage builds: an env may hold too few
+        try:
+            env.get_dataset(split)
+        except ValueError as exc:
+            found.append(f"generate.num_{split}: {exc}")
     evaluate = params.evaluate
     try:  # the frozen suite the evaluate stage plays: its column names, and enough eval episodes per cell
         groups = evaluate.opponents or list(env.evaluation_suite().groups)

@@ -84,13 +84,17 @@ def test_a_rollout_option_the_env_cannot_score_and_an_unknown_column_are_named_t
 )
 def test_a_decision_option_a_whole_conversation_env_would_ignore_is_refused_naming_the_key(name: str):
     # Issue 44: these envs' GRPO trains whole sampled episodes; play_on, explore and branch_at were dropped silently.
-    assert preflight.problems(_params(env={"name": name})) == []  # the env's recipe: play_on sample
-    (found,) = preflight.problems(_params(env={"name": name}, grpo={"play_on": "expected"}))
+    # coding's held-out side holds 319 distinct problems, fewer than params.yaml's 200 eval + 200 test.
+    sizes = {"generate": {"num_eval": 100, "num_test": 100}} if name == "coding" else {}
+    assert preflight.problems(_params(env={"name": name}, **sizes)) == []  # the env's recipe: play_on sample
+    (found,) = preflight.problems(_params(env={"name": name}, grpo={"play_on": "expected"}, **sizes))
     assert found.startswith(
         f"grpo.play_on / grpo.explore / grpo.branch_at: play_on='expected' would be ignored by {name}"
     )
     assert found.endswith("use play_on='sample'") and "\n" not in found
-    (found,) = preflight.problems(_params(env={"name": name}, grpo={"explore": 0.25, "branch_at": "mistake"}))
+    (found,) = preflight.problems(
+        _params(env={"name": name}, grpo={"explore": 0.25, "branch_at": "mistake"}, **sizes)
+    )
     assert "explore=0.25, branch_at='mistake' would be ignored" in found
     assert found.endswith("use explore=0.0, branch_at='depth'")
 
@@ -140,3 +144,14 @@ def test_until_unbeaten_needs_an_env_that_names_losing_lines_curve_points_and_on
         "grpo.until_unbeaten: stages are checked at learning-curve points",
         "grpo.until_unbeaten: decided on one process",
     ]
+
+
+def test_held_out_splits_an_env_cannot_fill_are_named_with_their_key():
+    # The coding env's held-out side holds 319 distinct problems, eval and test apart: 200 + 200 cannot be drawn
+    # (params.llm-coding.yaml once asked for that and failed in its generate stage).
+    found = preflight.problems(_params(env={"name": "coding"}, generate={"num_eval": 200, "num_test": 200}))
+    assert len(found) == 1
+    assert found[0].startswith("generate.num_test: the test split found ")
+    assert found[0].endswith(
+        "distinct problems on its side of the held-out line in 20000 draws; lower its size or num_groups"
+    )

@@ -108,6 +108,7 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
         num_groups: int,
         specs_dir: str | None,
         max_turns: int,
+        tools_over: str,
     ):
         rubric = Rubric()
         rubric.add(task_reward, 1.0)
@@ -121,6 +122,7 @@ class WorkplaceEnv(SeededSplits, ToolEnv):
             rubric=rubric,
             system_prompt=SYSTEM_PROMPT,
             max_turns=max_turns,
+            tools_over=tools_over,
             name="workplace_assistant",
         )
         self.init_splits(num_train, num_eval, num_test, seed, num_groups, specs_dir)
@@ -188,10 +190,12 @@ def load_environment(
     num_groups: int = 3,
     specs_dir: str | None = None,
     max_turns: int = 8,
+    tools_over: str = "local",
 ) -> WorkplaceEnv:
-    """The workplace env: split sizes, split seed, tool-call strata, generated specs, turn limit."""
+    """The workplace env: split sizes, split seed, tool-call strata, generated specs, turn limit, where the tools
+    run ("local": in process; "mcp": a `wander env mcp` server per episode, over stdio)."""
     if not 1 <= num_groups <= MAX_STRATA:
         raise ValueError(f"num_groups must be within 1..{MAX_STRATA}, got {num_groups}")
     if max_turns < num_groups + 1:
         raise ValueError(f"max_turns {max_turns} leaves no turn for the reply after {num_groups} tool calls")
-    return WorkplaceEnv(num_train, num_eval, num_test, seed, num_groups, specs_dir, max_turns)
+    return WorkplaceEnv(num_train, num_eval, num_test, seed, num_groups, specs_dir, max_turns, tools_over)

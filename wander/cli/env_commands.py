@@ -1,5 +1,5 @@
-"""`wander env serve`, `wander env init` and `wander teacher serve`: an env over OpenEnv's protocol, a new env's
-folder, an env's embedded teacher over the OpenAI protocol."""
+"""`wander env serve`, `wander env mcp`, `wander env init` and `wander teacher serve`: an env over OpenEnv's
+protocol, an env's tools over MCP, a new env's folder, an env's embedded teacher over the OpenAI protocol."""
 
 from __future__ import annotations
 
@@ -58,6 +58,22 @@ def env_serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def env_mcp_command(args: argparse.Namespace) -> int:
+    """Serve an env's tools, acting on one episode, as an MCP server until its client leaves or interrupted."""
+    import json
+
+    from wander.serve.mcp_tools import serve_tools
+
+    try:
+        spec = json.loads(args.spec) if args.spec else None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"--spec is not JSON ({exc}); give an episode spec as the env's splits hold it"
+        ) from None
+    serve_tools(args.name, dict(args.settings), spec, args.seed, args.transport, args.host, args.port)
+    return 0
+
+
 def env_init_command(args: argparse.Namespace) -> int:
     """Scaffold a working environment folder envs/NAME and say how to run it."""
     folder = init_environment(args.name, kind=args.kind)
@@ -87,7 +103,7 @@ def register(sub: Any) -> None:
     serve.add_argument("--model", default=None, help="model name the server answers to; default: the env's")
     serve.set_defaults(func=teacher_command)
 
-    env_cmd = sub.add_parser("env", help="environments: serve one, or scaffold a new one")
+    env_cmd = sub.add_parser("env", help="environments: serve one or its tools, or scaffold a new one")
     env_sub = env_cmd.add_subparsers(dest="env_command", required=True)
     env_serve = env_sub.add_parser(
         "serve", help="serve an environment over OpenEnv's protocol (WebSocket sessions, Task API)"
@@ -143,6 +159,21 @@ def register(sub: Any) -> None:
         "--web", action="store_true", help="also serve OpenEnv's Gradio web interface at /web/"
     )
     env_serve.set_defaults(func=env_serve_command)
+    env_mcp = env_sub.add_parser(
+        "mcp", help="serve an environment's tools as an MCP server (stdio or streamable HTTP), on one episode"
+    )
+    env_mcp.add_argument("name", help="a tool environment (calculator, workplace_assistant) or module path")
+    env_mcp.add_argument(
+        "settings", nargs="*", type=env_setting, metavar="KEY=VALUE", help="environment settings"
+    )
+    env_mcp.add_argument("--spec", default=None, help="the episode's spec as JSON (default: --seed's)")
+    env_mcp.add_argument("--seed", type=int, default=0, help="the episode's seed when no --spec (default 0)")
+    env_mcp.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    env_mcp.add_argument("--host", default="127.0.0.1", help="interface to bind over HTTP (default loopback)")
+    env_mcp.add_argument("--port", type=port_number, default=8000, help="port over HTTP (default 8000)")
+    env_mcp.set_defaults(func=env_mcp_command)
     env_init = env_sub.add_parser(
         "init",
         help="scaffold a working environment folder envs/NAME (factory, rubric, teacher, README, recipe, test), "

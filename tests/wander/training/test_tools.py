@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from datasets import Dataset
 from transformers.utils import get_json_schema
 
 from wander import Rubric, ToolEnv, XMLParser
+from wander.core.mcp_client import McpServer
 from wander.policies.scratch_model import build_tokenizer
 from wander.policies.scratch_model_config import ScratchModelConfig
 from wander.training import RolloutConfig, trainer_spec
@@ -42,7 +44,24 @@ def one_step_args(tmp_path, max_completion_length: int):
     )
 
 
-def calculator() -> ToolEnv:
+ADD_SERVER = """
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("add")
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    \"\"\"Add two integers.\"\"\"
+    return str(a + b)
+
+
+server.run("stdio")
+"""
+
+
+def calculator(server: McpServer | None = None) -> ToolEnv:
+    """The sums env with the local `add`, or with the `add` an MCP server lists and runs."""
     parser = XMLParser(("answer",), answer_field="answer")
 
     def correct(completion, answer, parser):
@@ -55,7 +74,8 @@ def calculator() -> ToolEnv:
         {"prompt": f"{a} + {b}?", "answer": str(a + b), "stratum": a % 2} for a in range(4) for b in range(4)
     ]
     return ToolEnv(
-        tools=[add],
+        tools=[] if server else [add],
+        mcp=server,
         dataset={"train": Dataset.from_list(rows)},
         rubric=Rubric([correct, tool_calls], [1.0, 0.0], parser=parser),
         parser=parser,
@@ -122,10 +142,15 @@ def test_trl_completions_are_scored_as_env_episodes():
 
 
 @pytest.mark.slow
-def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_model, tmp_path):
+@pytest.mark.parametrize("tools", ["local", "mcp"])
+def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_model, tmp_path, tools):
     from trl import GRPOTrainer
 
-    env = calculator()
+    if tools == "mcp":  # the same tool from a server over stdio: TRL calls it through the env's session
+        (tmp_path / "add_server.py").write_text(ADD_SERVER)
+        env = calculator(McpServer(command=[sys.executable, str(tmp_path / "add_server.py")]))
+    else:
+        env = calculator()
     # In TRL's tool loop max_completion_length caps the whole completion, tool results included.
     args = one_step_args(tmp_path, max_completion_length=96)
     trainer = env >> trainer_spec(GRPOTrainer, model=tiny_model, args=args)
@@ -157,6 +182,7 @@ def test_tool_env_composes_through_environment_factory_and_trains_a_step(tiny_mo
         GRPOTrainer, model=tiny_model, args=args, rollout=RolloutConfig(tool_protocol="rollout_func")
     )
     assert text.rollout_func is not None and not text.tools
+    env.close()
 
 
 @pytest.mark.slow

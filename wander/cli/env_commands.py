@@ -62,7 +62,7 @@ def env_mcp_command(args: argparse.Namespace) -> int:
     """Serve an env's tools, acting on one episode, as an MCP server until its client leaves or interrupted."""
     import json
 
-    from wander.serve.mcp_tools import serve_tools
+    from wander.core.mcp_server import serve_tools
 
     try:
         spec = json.loads(args.spec) if args.spec else None

@@ -136,16 +136,8 @@ class ToolEnv(Environment):
     def tool_server(self, spec: dict) -> McpServer | None:
         """The server an episode of `spec` calls its tools on; None: the local functions (or the shared one)."""
         if self.tools_over == "mcp":
-            command = [
-                sys.executable,
-                "-m",
-                "wander.cli",
-                "env",
-                "mcp",
-                self.name,
-                "--spec",
-                json.dumps(spec),
-            ]
+            # `wander env mcp NAME --spec SPEC` without the CLI's imports (a second a server)
+            command = [sys.executable, "-m", "wander.core.mcp_server", self.name, json.dumps(spec)]
             return McpServer(command=command)
         return self.mcp if self.mcp is not None and self.mcp_session == "episode" else None
 

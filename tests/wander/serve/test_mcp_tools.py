@@ -201,7 +201,9 @@ def test_workplace_assistant_plays_and_scores_the_same_with_its_tools_over_mcp_e
     played = teacher_episodes(local, specs)
     served = teacher_episodes(load_environment("workplace_assistant", tools_over="mcp", **sizes), specs)
     rewards = {e.reward for e in played}
-    assert 1.0 in rewards and min(rewards) < 1.0  # the teacher slips: a solved and an unsolved request compared
+    assert (
+        1.0 in rewards and min(rewards) < 1.0
+    )  # the teacher slips: a solved and an unsolved request compared
     for a, b in zip(played, served, strict=True):
         assert b.error is None
         assert b.messages == a.messages

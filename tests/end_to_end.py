@@ -23,6 +23,7 @@ END_TO_END = {
     "tests/flows/test_pipeline_double_check.py": "reads double_check's shared smoke run: its two-turn episodes",
     "tests/flows/test_pipeline_reasoning_gym.py": "reads reasoning_gym's shared smoke run: a task nobody here wrote",
     "tests/flows/test_pipeline_reverse_text.py": "reads reverse_text's shared smoke run, then `wander eval` on it",
+    "tests/flows/test_pipeline_word_sentence.py": "runs word_sentence, a task only a judge scores, on a judge served over HTTP: every stage that scores asks it",
     "tests/flows/test_pipeline_workplace_assistant.py": "reads workplace_assistant's shared smoke run: tool calls",
     "tests/flows/test_pipeline_llm.py": (
         "the packaged chat model through `dvc repro` on the llm-smoke profile: the chat template, LoRA-free full "

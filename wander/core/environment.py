@@ -179,16 +179,7 @@ class Environment(PipelineHooks):
 
     def score(self, episodes: Sequence[Episode]) -> None:
         """Fill reward, per-function values and errors of finished episodes."""
-        inputs = [
-            {
-                "prompt": ep.prompt,
-                "completion": ep.completion,
-                "state": ep.state,
-                "answer": ep.spec.get("answer"),
-                "info": ep.spec,
-            }
-            for ep in episodes
-        ]
+        inputs = [ep.scoring_inputs() for ep in episodes]
         if (
             self.steps_block
         ):  # its rubric may block too (coding lints the code): each episode on a step thread

@@ -40,6 +40,16 @@ class Episode:
         """Every message from the first model turn on (model and environment turns)."""
         return self.messages[self.prompt_len :]
 
+    def scoring_inputs(self) -> dict:
+        """What a rubric scores this episode from (`Rubric.score`'s SCORING_ARGS but the parser)."""
+        return {
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "state": self.state,
+            "answer": self.spec.get("answer"),
+            "info": self.spec,
+        }
+
     def fork(self) -> Episode:
         """An independent copy to branch from, much cheaper than `copy.deepcopy`: the state is deep-copied,
         the lists are new, and the messages and replies in them are shared (never changed once appended)."""

@@ -25,20 +25,18 @@ def tools_server(env: ToolEnv, spec: dict, host: str = "127.0.0.1", port: int = 
         raise ValueError(f"env {env.name!r} has no tools to serve over MCP; a tool env (ToolEnv) has")
     episode = env.start(spec)
     server = FastMCP(name=f"wander-{env.name}", host=host, port=port, log_level="WARNING")
-    for name, func in env.tools.items():
+    for (name, func), schema in zip(env.tools.items(), env.tool_schemas, strict=True):
 
         def call(_name: str = name, **arguments: Any) -> str:
             return env.call_tool(json.dumps({"name": _name, "arguments": arguments}), episode.state)
 
-        schema = env.tool_schemas[list(env.tools).index(name)]["function"]
-        server.add_tool(
-            forwarding(func, call), name=name, description=schema.get("description"), structured_output=False
-        )
+        description = schema["function"].get("description")
+        server.add_tool(forwarding(func, call), name=name, description=description, structured_output=False)
 
     @server.resource(STATE_URI, mime_type="application/json")
     def state() -> str:
         """The episode's state as the env keeps it (the tools' effects, the error count)."""
-        return json.dumps({k: v for k, v in episode.state.items()}, default=str)
+        return json.dumps(episode.state, default=str)
 
     return server
 

@@ -53,15 +53,21 @@ def tool_schema(func: Callable) -> dict:
         ) from exc
 
 
-def forwarding(func: Callable, call: Callable[..., Any]) -> Callable[..., Any]:
-    """A function with `func`'s name, signature, resolved hints and docstring that calls `call(**arguments)`:
-    what a library that reads a tool's schema from its function (TRL, FastMCP) takes in the tool's place."""
+def forwarding(func: Callable, call: Callable[..., Any], method: bool = False) -> Callable[..., Any]:
+    """A function with `func`'s name, signature, resolved hints and docstring that calls `call(**arguments)`
+    (`method`: a method, `call(self, **arguments)`): what a library that reads a tool's schema from its function
+    (TRL, FastMCP) takes in the tool's place."""
 
-    def forward(**arguments: Any) -> Any:
-        return call(**arguments)
+    def forward(*self: Any, **arguments: Any) -> Any:
+        return call(*self, **arguments)
 
-    forward.__signature__ = inspect.signature(func)
-    # Resolved hints: the tool's string annotations would otherwise be evaluated in the caller's module.
+    signature = inspect.signature(func)
+    if method:
+        first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        signature = signature.replace(parameters=[first, *signature.parameters.values()])
+    forward.__signature__ = signature
+    # Resolved hints: the tool's string annotations would otherwise be evaluated in the caller's module. A schema
+    # keeps the tool's return type, as env.tool_schemas does, though the result reaches the model as text.
     forward.__annotations__ = typing.get_type_hints(func)
     forward.__name__ = forward.__qualname__ = func.__name__
     forward.__doc__ = func.__doc__

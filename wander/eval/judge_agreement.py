@@ -27,12 +27,7 @@ from wander.policies.loading import make_policy
 
 def agreement(env: Environment, judge: Judge, episodes: list[Episode], scorer: str, threshold: float) -> dict:
     """Judge vs the env's `scorer` values on scored `episodes`: pass/fail agreement and mean |difference|."""
-    judged = Rubric([judge], [1.0], parser=env.parser).score(
-        [
-            {"prompt": e.prompt, "completion": e.completion, "answer": e.spec.get("answer"), "info": e.spec}
-            for e in episodes
-        ]
-    )
+    judged = Rubric([judge], [1.0], parser=env.parser).score([e.scoring_inputs() for e in episodes])
     pairs = [
         (s.values[judge.__name__], e.values[scorer] if scorer != "reward" else e.reward)
         for s, e in zip(judged, episodes, strict=True)

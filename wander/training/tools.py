@@ -8,14 +8,12 @@ is rebuilt in the env's message format and scored by its rubric like any other e
 
 from __future__ import annotations
 
-import inspect
 import json
-import typing
 from typing import Any
 
 from wander.core.episode import Episode
 from wander.core.policy import Message
-from wander.core.tool_env import TOOL_PROMPT, ToolEnv
+from wander.core.tool_env import TOOL_PROMPT, ToolEnv, forwarding
 from wander.training.args import replace_args
 from wander.training.episode_data import SPEC_KEY, rollout_dataset
 from wander.training.rewards import rubric_args, rubric_reward_funcs
@@ -41,19 +39,7 @@ class ToolSession:
 
 def _tool_method(name: str, func: Any) -> Any:
     """A method forwarding to the env's tool, with the tool's signature and docstring (TRL reads its schema)."""
-
-    def method(self: ToolSession, **arguments: Any) -> str:
-        return self._call(name, arguments)
-
-    signature = inspect.signature(func)
-    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    method.__signature__ = signature.replace(parameters=[self_param, *signature.parameters.values()])
-    # Resolved hints: the tool's string annotations would otherwise be evaluated in this module. The schema
-    # keeps the tool's return type, as env.tool_schemas does, though the result reaches the model as text.
-    method.__annotations__ = typing.get_type_hints(func)
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = func.__doc__
-    return method
+    return forwarding(func, lambda self, **arguments: self._call(name, arguments), method=True)
 
 
 def session_class(env: ToolEnv) -> type:

@@ -78,8 +78,7 @@ def played():
 
 
 def judged(judge: Judge, env, episodes) -> list:
-    inputs = [{"prompt": e.prompt, "completion": e.completion, "info": e.spec} for e in episodes]
-    return Rubric([judge], [1.0], parser=env.parser).score(inputs)
+    return Rubric([judge], [1.0], parser=env.parser).score([e.scoring_inputs() for e in episodes])
 
 
 def test_a_judge_served_over_http_agrees_with_the_scorer_it_scripts_and_answers_from_its_cache(played):

@@ -81,13 +81,14 @@ class ScriptedJudge:
     scripted = True
 
     def __call__(self, conversations: list[Conversation]) -> list[Reply]:
-        """A `Score: N` answer per judge prompt."""
+        """A `Score: N` answer per judge prompt (Yes for 10, else No, where the prompt asks Yes or No)."""
         replies = []
         for conversation in conversations:
             prompt = conversation[-1]["content"]
             task = prompt.split("\nTask:\n", 1)[1].split("\n", 1)[0]
             reply = prompt.split("\nReply:\n", 1)[1].rsplit("\n\nGrade", 1)[0]
-            replies.append(Reply(f"Score: {words_grade(task, reply)}"))
+            grade = words_grade(task, reply)
+            replies.append(Reply(("Yes" if grade == 10 else "No") if "Yes or No" in prompt else f"Score: {grade}"))
         return replies
 
 
@@ -152,6 +153,7 @@ def load_environment(
     judge: str = "scripted",
     judge_max_calls: int = 100_000,
     judge_mode: str = "each",
+    judge_verdict: str = "score",
     num_train: int = 2000,
     num_eval: int = 200,
     num_test: int = 200,
@@ -159,9 +161,9 @@ def load_environment(
     num_groups: int = 4,
     specs_dir: str | None = None,
 ) -> WordSentenceEnv:
-    """The word_sentence env: its judge (a policy spec, or `scripted`) with its request budget and mode (`each`
-    or `group`), split sizes, split seed, word-count strata, and where generated specs live."""
-    options = {"mode": judge_mode, "max_calls": judge_max_calls, "reference": None}
+    """The word_sentence env: its judge (a policy spec, or `scripted`) with its request budget, mode (`each` or
+    `group`) and verdict (`score` 0-10 or `yes_no`), split sizes, split seed, word-count strata, and where generated specs live."""
+    options = {"mode": judge_mode, "verdict": judge_verdict, "max_calls": judge_max_calls, "reference": None}
     grader = (
         Judge(ScriptedJudge(), RUBRIC, **options)
         if judge == "scripted"

@@ -5,7 +5,9 @@ python -m wander.eval.judge_agreement --env reverse_text --judge data/models/bas
 Each policy plays the env's eval episodes; the env's rubric scores them (the scorer: its `--scorer` function, by
 default the reward), the judge scores the same replies with `--rubric`. Reported: the share of replies on which
 both agree on pass/fail at `--threshold` (Wilson interval), the mean absolute difference of the two scores (normal
-interval), and how often the judge gave no usable score. Written as JSON to `--out`.
+interval), the pass/fail table of the two (which errors the judge makes: agreement alone hides a judge that
+fails everything when most replies fail), and how often the judge gave no usable score, with the first such
+answers. Written as JSON to `--out`.
 """
 
 from __future__ import annotations
@@ -33,14 +35,20 @@ def agreement(env: Environment, judge: Judge, episodes: list[Episode], scorer: s
         for s, e in zip(judged, episodes, strict=True)
         if not s.error
     ]
-    agree = [float((j >= threshold) == (v >= threshold)) for j, v in pairs]
+    passes = [(j >= threshold, v >= threshold) for j, v in pairs]
     gap = [abs(j - v) for j, v in pairs]
     return {
         "episodes": len(episodes),
         "judged": len(pairs),
         "unscored": len(episodes) - len(pairs),
+        "unscored_examples": [s.error for s in judged if s.error][:3],
         "threshold": threshold,
-        "agreement": mean_ci(agree),
+        "agreement": mean_ci([float(j == v) for j, v in passes]),
+        "table": {
+            f"judge {'pass' if j else 'fail'}, scorer {'pass' if v else 'fail'}": passes.count((j, v))
+            for j in (True, False)
+            for v in (True, False)
+        },
         "mean_abs_difference": mean_ci(gap),
         "judge_mean": mean_ci([j for j, _ in pairs]),
         "scorer_mean": mean_ci([v for _, v in pairs]),
@@ -62,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scorer", default="reward", help="the rubric value compared (default: the reward)")
     parser.add_argument("--threshold", type=float, default=1.0, help="pass at this score and above")
     parser.add_argument("--mode", choices=["each", "group"], default="each")
+    parser.add_argument("--verdict", choices=["score", "yes_no"], default="score", help="what the judge answers")
     parser.add_argument("--out", default="data/judge-agreement.json")
     args = parser.parse_args(argv)
     env = load_environment(args.env)
     specs = env.get_dataset("eval").to_list()[: args.games]
     episodes = [e for spec in args.policy for e in env.rollout(make_policy(spec, env=env), specs)]
-    judge = Judge.from_spec(args.judge, args.rubric, mode=args.mode, reference=args.reference)
+    judge = Judge.from_spec(args.judge, args.rubric, mode=args.mode, verdict=args.verdict, reference=args.reference)
     found = {**vars(args), **agreement(env, judge, episodes, args.scorer, args.threshold)}
     write_json(Path(args.out), found)
     print(json.dumps(found, indent=1))

@@ -32,7 +32,7 @@ Task:
 Reply:
 {reply}
 
-Grade the reply from 0 (fails the rubric) to {scale} (meets it fully). End with a line "Score: N"."""
+{instruction}"""
 
 GROUP_PROMPT = """You grade {count} replies to the same task against a rubric, comparing them with one another.
 
@@ -43,10 +43,19 @@ Task:
 {reference}
 {replies}
 
-Grade each reply from 0 (fails the rubric) to {scale} (meets it fully). Answer one line per reply, "Reply K: N"."""
+{instruction}"""
 
+# What the judge is asked to answer, by verdict and mode; every instruction starts "Grade" (scripted judges split there).
+INSTRUCTIONS = {
+    ("score", "each"): 'Grade the reply from 0 (fails the rubric) to {scale} (meets it fully). End with a line "Score: N".',
+    ("score", "group"): 'Grade each reply from 0 (fails the rubric) to {scale} (meets it fully). Answer one line per reply, "Reply K: N".',
+    ("yes_no", "each"): "Grade the reply: does it meet the rubric? Answer Yes or No.",
+    ("yes_no", "group"): 'Grade each reply: does it meet the rubric? Answer one line per reply, "Reply K: Yes" or "Reply K: No".',
+}  # fmt: skip
 SCORE = re.compile(r"score\s*[:=]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 GROUP_SCORE = re.compile(r"reply\s*(\d+)\s*[:=]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+GROUP_YES_NO = re.compile(r"reply\s*(\d+)\s*[:=]\s*(yes|no)\b", re.IGNORECASE)
 
 
 class JudgeError(RuntimeError):
@@ -72,10 +81,19 @@ def _text(messages: Any, role: str) -> str:
     return next((m.get("content") or "" for m in reversed(messages or []) if m.get("role") == role), "")
 
 
+def _value(word: str) -> float:
+    """A verdict's number: a grade as written, Yes 1, No 0."""
+    if word.isalpha():
+        return 1.0 if word.lower() == "yes" else 0.0
+    return float(word)
+
+
 class Judge:
     """A reward in [0, 1]: the judge's score of the reply against `rubric`, over `scale`. `reference` is what the
     judge is shown to compare with: the spec's `answer` (default), another spec key, a function of the spec, or
-    None (a task without a reference: the rubric alone)."""
+    None (a task without a reference: the rubric alone). `verdict` is what the judge answers: `score` (a grade of
+    0-`scale`) or `yes_no` (Yes = 1, No = 0: the form verifiers' JudgeRubric asks, and the one a small model
+    keeps to: docs/experiments/judges.md)."""
 
     def __init__(
         self,
@@ -84,6 +102,7 @@ class Judge:
         *,
         scale: int = 10,
         mode: str = "each",
+        verdict: str = "score",
         reference: str | Callable[[dict], str] | None = "answer",
         batch_size: int = 16,
         max_calls: int = 10_000,
@@ -91,9 +110,12 @@ class Judge:
     ):
         if mode not in ("each", "group"):
             raise ValueError(f"judge mode must be 'each' or 'group', got {mode!r}")
+        if verdict not in ("score", "yes_no"):
+            raise ValueError(f"judge verdict must be 'score' or 'yes_no', got {verdict!r}")
         if scale < 1 or batch_size < 1 or max_calls < 0:
             raise ValueError("judge scale and batch_size must be at least 1, max_calls at least 0")
-        self.policy, self.rubric, self.scale, self.mode = policy, rubric, scale, mode
+        self.policy, self.rubric, self.scale, self.mode, self.verdict = policy, rubric, scale, mode, verdict
+        self.instruction = INSTRUCTIONS[verdict, mode].format(scale=scale)
         self.reference, self.batch_size, self.max_calls = reference, batch_size, max_calls
         self.__name__ = name  # the rubric's name for this function
         self.calls = 0  # judge requests sent (cache hits are free)
@@ -146,7 +168,7 @@ class Judge:
             for item, future in batch:
                 text = EACH_PROMPT.format(
                     rubric=self.rubric, task=item.task, reference=self._reference_line(item),
-                    reply=item.reply, scale=self.scale,
+                    reply=item.reply, instruction=self.instruction,
                 )  # fmt: skip
                 out.append((text, [(item, future)], item.key()))
             return out
@@ -159,24 +181,25 @@ class Judge:
             replies = "\n\n".join(f"Reply {k}:\n{item.reply}" for k, (item, _) in enumerate(members, 1))
             text = GROUP_PROMPT.format(
                 count=len(members), rubric=self.rubric, task=first.task,
-                reference=self._reference_line(first), replies=replies, scale=self.scale,
+                reference=self._reference_line(first), replies=replies, instruction=self.instruction,
             )  # fmt: skip
             out.append((text, members, first.key(*(item.reply for item, _ in members))))
         return out
 
     def _scores(self, answer: str, count: int) -> list[float]:
-        """The scores an answer gives, each over `scale`; JudgeError naming the answer when one is missing."""
+        """The scores an answer gives, each in [0, 1]; JudgeError naming the answer when one is missing."""
+        top = 1.0 if self.verdict == "yes_no" else float(self.scale)
         if self.mode == "each":
-            found = SCORE.findall(answer)
-            values = [float(found[-1])] if found else []
+            found = SCORE.findall(answer) if self.verdict == "score" else YES_NO.findall(answer)[:1]
+            values = [_value(found[-1])] if found else []
         else:
-            by_reply = {int(k): float(v) for k, v in GROUP_SCORE.findall(answer)}
+            pattern = GROUP_SCORE if self.verdict == "score" else GROUP_YES_NO
+            by_reply = {int(k): _value(v) for k, v in pattern.findall(answer)}
             values = [by_reply[k] for k in range(1, count + 1) if k in by_reply]
-        if len(values) != count or any(not 0 <= v <= self.scale for v in values):
-            raise JudgeError(
-                f"the judge's answer gives no score 0-{self.scale} for every reply: {answer[:200]!r}"
-            )
-        return [v / self.scale for v in values]
+        if len(values) != count or any(not 0 <= v <= top for v in values):
+            wanted = "Yes or No" if self.verdict == "yes_no" else f"score 0-{self.scale}"
+            raise JudgeError(f"the judge's answer gives no {wanted} for every reply: {answer[:200]!r}")
+        return [v / top for v in values]
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending, []

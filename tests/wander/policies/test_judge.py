@@ -47,15 +47,16 @@ class ScriptedJudge:
         for (message,) in conversations:
             text = message["content"]
             reference = text.split("Reference answer:\n", 1)[1].split("\n", 1)[0]
+            verdict = (lambda g: "Yes" if g == 10 else "No") if "Yes or" in text or "Yes\" or" in text else str
             if self.answer is not None:
                 replies.append(Reply(self.answer))
             elif "replies to the same task" in text:
                 parts = re.findall(r"Reply (\d+):\n(.*?)(?=\n\nReply \d+:|\n\nGrade)", text, re.DOTALL)
-                lines = [f"Reply {k}: {grade(tagged(r), reference)}" for k, r in parts]
+                lines = [f"Reply {k}: {verdict(grade(tagged(r), reference))}" for k, r in parts]
                 replies.append(Reply("\n".join(lines)))
             else:
                 reply = text.split("\nReply:\n", 1)[1].rsplit("\n\nGrade", 1)[0]
-                replies.append(Reply(f"Close enough.\nScore: {grade(tagged(reply), reference)}"))
+                replies.append(Reply(f"Close enough.\nScore: {verdict(grade(tagged(reply), reference))}"))
         return replies
 
 
@@ -89,6 +90,11 @@ def test_a_judge_served_over_http_agrees_with_the_scorer_it_scripts_and_answers_
         found = agreement(env, judge, episodes, "reward", threshold=1.0)
         assert found["judged"] == 12 and found["unscored"] == 0
         assert found["agreement"]["mean"] == 1.0  # exact reversals are the 10s, slips below
+        exact = sum(e.reward == 1.0 for e in episodes)
+        assert found["table"] == {
+            "judge pass, scorer pass": exact, "judge pass, scorer fail": 0,
+            "judge fail, scorer pass": 0, "judge fail, scorer fail": 12 - exact,
+        }  # fmt: skip
         assert found["mean_abs_difference"]["mean"] < 0.05  # the judge's scale rounds to tenths
         assert {e.reward == 1.0 for e in episodes} == {True, False}  # both kinds of reply judged
         assert judge.calls == 12 and script.conversations == 12
@@ -119,6 +125,20 @@ def test_group_mode_scores_a_tasks_replies_together_in_one_request(played):
     scores = judged(judge, env, group)
     assert script.conversations == 2 and judge.calls == 2
     assert [s.reward for s in scores] == [expected(e) for e in group]
+
+
+@pytest.mark.parametrize("mode", ["each", "group"])
+def test_a_yes_no_verdict_is_one_for_yes_and_zero_for_no(played, mode):
+    env, episodes = played
+    script = ScriptedJudge()
+    judge = Judge(script, RUBRIC, reference=reversal, mode=mode, verdict="yes_no")
+    group = [e for e in episodes[:4] for _ in range(2)]
+    scores = judged(judge, env, group)
+    assert [s.reward for s in scores] == [float(expected(e) == 1.0) for e in group]
+    assert {s.reward for s in scores} == {0.0, 1.0}
+    assert script.conversations == 4  # one request a task: each mode sends a repeated reply once
+    scores = judged(Judge(ScriptedJudge("Score: 7"), RUBRIC, reference=reversal, verdict="yes_no"), env, group)
+    assert scores[0].error == "judge: JudgeError: the judge's answer gives no Yes or No for every reply: 'Score: 7'"
 
 
 def test_an_answer_without_a_score_errors_its_episode_with_the_answer(played):

@@ -86,7 +86,7 @@ class ScriptedJudge:
         for conversation in conversations:
             prompt = conversation[-1]["content"]
             task = prompt.split("\nTask:\n", 1)[1].split("\n", 1)[0]
-            reply = prompt.split("\nReply:\n", 1)[1].rsplit("\n\nGrade", 1)[0]
+            reply = prompt.split("\nReply:\n", 1)[1].rsplit("\n\n", 1)[0]  # up to the instruction
             grade = words_grade(task, reply)
             replies.append(Reply(("Yes" if grade == 10 else "No") if "Yes or No" in prompt else f"Score: {grade}"))
         return replies

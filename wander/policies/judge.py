@@ -45,12 +45,12 @@ Task:
 
 {instruction}"""
 
-# What the judge is asked to answer, by verdict and mode; every instruction starts "Grade" (scripted judges split there).
+# What the judge is asked to answer, by verdict and mode: the prompt's last paragraph, one line.
 INSTRUCTIONS = {
     ("score", "each"): 'Grade the reply from 0 (fails the rubric) to {scale} (meets it fully). End with a line "Score: N".',
     ("score", "group"): 'Grade each reply from 0 (fails the rubric) to {scale} (meets it fully). Answer one line per reply, "Reply K: N".',
-    ("yes_no", "each"): "Grade the reply: does it meet the rubric? Answer Yes or No.",
-    ("yes_no", "group"): 'Grade each reply: does it meet the rubric? Answer one line per reply, "Reply K: Yes" or "Reply K: No".',
+    ("yes_no", "each"): "Does the reply meet the rubric? Answer Yes or No.",
+    ("yes_no", "group"): 'Does each reply meet the rubric? Answer one line per reply, "Reply K: Yes" or "Reply K: No".',
 }  # fmt: skip
 SCORE = re.compile(r"score\s*[:=]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 GROUP_SCORE = re.compile(r"reply\s*(\d+)\s*[:=]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
@@ -123,11 +123,16 @@ class Judge:
         self._pending: list[tuple[_Item, asyncio.Future]] = []
 
     @classmethod
-    def from_spec(cls, spec: str, rubric: str, *, max_new_tokens: int = 256, **options: Any) -> Judge:
+    def from_spec(cls, spec: str, rubric: str, *, max_new_tokens: int | None = None, **options: Any) -> Judge:
         """A judge from a policy spec (an OpenAI-compatible URL, a model folder), greedy; an endpoint that does not
-        answer is refused here, before any episode is judged."""
+        answer is refused here, before any episode is judged. `max_new_tokens` None: 16 for one Yes/No (its first
+        word is the verdict), else 256 (room to reason before the score)."""
         from wander.policies.loading import make_policy
         from wander.policies.openai_policy import OpenAIPolicy, PolicyRequestError
+
+        if max_new_tokens is None:
+            one_word = options.get("verdict") == "yes_no" and options.get("mode", "each") == "each"
+            max_new_tokens = 16 if one_word else 256
 
         policy = make_policy(spec, max_new_tokens=max_new_tokens)
         if isinstance(policy, OpenAIPolicy):

@@ -51,11 +51,11 @@ class ScriptedJudge:
             if self.answer is not None:
                 replies.append(Reply(self.answer))
             elif "replies to the same task" in text:
-                parts = re.findall(r"Reply (\d+):\n(.*?)(?=\n\nReply \d+:|\n\nGrade)", text, re.DOTALL)
+                parts = re.findall(r"Reply (\d+):\n(.*?)(?=\n\nReply \d+:|\n\n[^\n]*$)", text, re.DOTALL)
                 lines = [f"Reply {k}: {verdict(grade(tagged(r), reference))}" for k, r in parts]
                 replies.append(Reply("\n".join(lines)))
             else:
-                reply = text.split("\nReply:\n", 1)[1].rsplit("\n\nGrade", 1)[0]
+                reply = text.split("\nReply:\n", 1)[1].rsplit("\n\n", 1)[0]
                 replies.append(Reply(f"Close enough.\nScore: {verdict(grade(tagged(reply), reference))}"))
         return replies
 

@@ -88,7 +88,9 @@ class ScriptedJudge:
             task = prompt.split("\nTask:\n", 1)[1].split("\n", 1)[0]
             reply = prompt.split("\nReply:\n", 1)[1].rsplit("\n\n", 1)[0]  # up to the instruction
             grade = words_grade(task, reply)
-            replies.append(Reply(("Yes" if grade == 10 else "No") if "Yes or No" in prompt else f"Score: {grade}"))
+            replies.append(
+                Reply(("Yes" if grade == 10 else "No") if "Yes or No" in prompt else f"Score: {grade}")
+            )
         return replies
 
 

@@ -70,13 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scorer", default="reward", help="the rubric value compared (default: the reward)")
     parser.add_argument("--threshold", type=float, default=1.0, help="pass at this score and above")
     parser.add_argument("--mode", choices=["each", "group"], default="each")
-    parser.add_argument("--verdict", choices=["score", "yes_no"], default="score", help="what the judge answers")
+    parser.add_argument(
+        "--verdict", choices=["score", "yes_no"], default="score", help="what the judge answers"
+    )
     parser.add_argument("--out", default="data/judge-agreement.json")
     args = parser.parse_args(argv)
     env = load_environment(args.env)
     specs = env.get_dataset("eval").to_list()[: args.games]
     episodes = [e for spec in args.policy for e in env.rollout(make_policy(spec, env=env), specs)]
-    judge = Judge.from_spec(args.judge, args.rubric, mode=args.mode, verdict=args.verdict, reference=args.reference)
+    judge = Judge.from_spec(
+        args.judge, args.rubric, mode=args.mode, verdict=args.verdict, reference=args.reference
+    )
     found = {**vars(args), **agreement(env, judge, episodes, args.scorer, args.threshold)}
     write_json(Path(args.out), found)
     print(json.dumps(found, indent=1))

@@ -47,7 +47,7 @@ class ScriptedJudge:
         for (message,) in conversations:
             text = message["content"]
             reference = text.split("Reference answer:\n", 1)[1].split("\n", 1)[0]
-            verdict = (lambda g: "Yes" if g == 10 else "No") if "Yes or" in text or "Yes\" or" in text else str
+            verdict = (lambda g: "Yes" if g == 10 else "No") if "Yes or" in text or 'Yes" or' in text else str
             if self.answer is not None:
                 replies.append(Reply(self.answer))
             elif "replies to the same task" in text:
@@ -137,8 +137,13 @@ def test_a_yes_no_verdict_is_one_for_yes_and_zero_for_no(played, mode):
     assert [s.reward for s in scores] == [float(expected(e) == 1.0) for e in group]
     assert {s.reward for s in scores} == {0.0, 1.0}
     assert script.conversations == 4  # one request a task: each mode sends a repeated reply once
-    scores = judged(Judge(ScriptedJudge("Score: 7"), RUBRIC, reference=reversal, verdict="yes_no"), env, group)
-    assert scores[0].error == "judge: JudgeError: the judge's answer gives no Yes or No for every reply: 'Score: 7'"
+    scores = judged(
+        Judge(ScriptedJudge("Score: 7"), RUBRIC, reference=reversal, verdict="yes_no"), env, group
+    )
+    assert (
+        scores[0].error
+        == "judge: JudgeError: the judge's answer gives no Yes or No for every reply: 'Score: 7'"
+    )
 
 
 def test_an_answer_without_a_score_errors_its_episode_with_the_answer(played):

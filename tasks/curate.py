@@ -51,6 +51,13 @@ def run(params: Params) -> dict:
     env = load_environment(**params.env.kwargs())
     config = with_env_defaults(config, env)
     kept, dropped = select(episodes, config)
+    if not kept:  # said before any check runs: a data validation on no rows names only missing columns
+        filters = ", ".join(f"{name} {n}" for name, n in dropped.items() if n) or "none"
+        raise InputError(
+            f"{path}: curation kept 0 of {len(episodes)} teacher games (dropped by filter: {filters}); there is "
+            "nothing to train on: check the teacher's rewards (data/metrics/synthesize.json) or loosen curate's "
+            "filters (curate.min_values, curate.allowed_outcomes, curate.min_format)"
+        )
     check_replays(kept, episodes, env, path)
     checks = env.spec_checks()
     rows = [sft_row(r, checks.kept) for r in kept]

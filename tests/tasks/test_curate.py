@@ -193,3 +193,17 @@ def test_games_that_do_not_replay_are_refused_each_named(params: dict, stage_con
         "nothing was written; regenerate the games (dvc repro synthesize) or use an env section that matches them"
     )
     assert not out.exists()
+
+
+def test_a_curation_that_keeps_no_game_is_refused_with_its_filters_before_any_check(
+    params: dict, stage_config
+) -> None:
+    """A judge that fails every teacher game (issue 67's 135M judge) must not reach the data checks' column noise."""
+    out = Path(params["layout"]["sft"])
+    with pytest.raises(InputError) as e:
+        curate.run(stage_config("curate", params, min_values={"move_optimality": 2.0}))
+    message = str(e.value)
+    total = len(read_jsonl(Path(params["layout"]["episodes"]) / "episodes.jsonl"))
+    assert f"curation kept 0 of {total} teacher games (dropped by filter: " in message
+    assert "move_optimality " in message and "curate.min_values" in message
+    assert not out.exists() or not any(out.iterdir())

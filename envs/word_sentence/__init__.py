@@ -84,12 +84,13 @@ class ScriptedJudge:
         """A `Score: N` answer per judge prompt (Yes for 10, else No, where the prompt asks Yes or No)."""
         replies = []
         for conversation in conversations:
-            prompt = conversation[-1]["content"]
-            task = prompt.split("\nTask:\n", 1)[1].split("\n", 1)[0]
-            reply = prompt.split("\nReply:\n", 1)[1].rsplit("\n\n", 1)[0]  # up to the instruction
-            grade = words_grade(task, reply)
+            body, instruction = conversation[-1]["content"].rsplit(
+                "\n\n", 1
+            )  # the instruction: last paragraph
+            task = body.split("\nTask:\n", 1)[1].split("\n", 1)[0]
+            grade = words_grade(task, body.split("\nReply:\n", 1)[1])
             replies.append(
-                Reply(("Yes" if grade == 10 else "No") if "Yes or No" in prompt else f"Score: {grade}")
+                Reply(("Yes" if grade == 10 else "No") if "Yes" in instruction else f"Score: {grade}")
             )
         return replies
 
@@ -164,7 +165,8 @@ def load_environment(
     specs_dir: str | None = None,
 ) -> WordSentenceEnv:
     """The word_sentence env: its judge (a policy spec, or `scripted`) with its request budget, mode (`each` or
-    `group`) and verdict (`score` 0-10 or `yes_no`), split sizes, split seed, word-count strata, and where generated specs live."""
+    `group`) and verdict (`score` 0-10 or `yes_no`), split sizes, split seed, word-count strata, and where
+    generated specs live."""
     options = {"mode": judge_mode, "verdict": judge_verdict, "max_calls": judge_max_calls, "reference": None}
     grader = (
         Judge(ScriptedJudge(), RUBRIC, **options)

@@ -131,7 +131,7 @@ class Judge:
         from wander.policies.openai_policy import OpenAIPolicy, PolicyRequestError
 
         if max_new_tokens is None:
-            one_word = options.get("verdict") == "yes_no" and options.get("mode", "each") == "each"
+            one_word = options.get("verdict") == "yes_no" and options.get("mode") != "group"
             max_new_tokens = 16 if one_word else 256
 
         policy = make_policy(spec, max_new_tokens=max_new_tokens)
@@ -195,8 +195,9 @@ class Judge:
         """The scores an answer gives, each in [0, 1]; JudgeError naming the answer when one is missing."""
         top = 1.0 if self.verdict == "yes_no" else float(self.scale)
         if self.mode == "each":
-            found = SCORE.findall(answer) if self.verdict == "score" else YES_NO.findall(answer)[:1]
-            values = [_value(found[-1])] if found else []
+            # A grade is the last one written (a judge may reason first); a verdict is the answer's first word.
+            found = SCORE.findall(answer)[-1:] if self.verdict == "score" else YES_NO.findall(answer)[:1]
+            values = [_value(word) for word in found]
         else:
             pattern = GROUP_SCORE if self.verdict == "score" else GROUP_YES_NO
             by_reply = {int(k): _value(v) for k, v in pattern.findall(answer)}

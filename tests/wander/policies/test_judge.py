@@ -47,15 +47,16 @@ class ScriptedJudge:
         for (message,) in conversations:
             text = message["content"]
             reference = text.split("Reference answer:\n", 1)[1].split("\n", 1)[0]
-            verdict = (lambda g: "Yes" if g == 10 else "No") if "Yes or" in text or 'Yes" or' in text else str
+            body, instruction = text.rsplit("\n\n", 1)  # the instruction is the prompt's last paragraph
+            verdict = (lambda g: "Yes" if g == 10 else "No") if "Yes" in instruction else str
             if self.answer is not None:
                 replies.append(Reply(self.answer))
             elif "replies to the same task" in text:
-                parts = re.findall(r"Reply (\d+):\n(.*?)(?=\n\nReply \d+:|\n\n[^\n]*$)", text, re.DOTALL)
+                parts = re.findall(r"Reply (\d+):\n(.*?)(?=\n\nReply \d+:|$)", body, re.DOTALL)
                 lines = [f"Reply {k}: {verdict(grade(tagged(r), reference))}" for k, r in parts]
                 replies.append(Reply("\n".join(lines)))
             else:
-                reply = text.split("\nReply:\n", 1)[1].rsplit("\n\n", 1)[0]
+                reply = body.split("\nReply:\n", 1)[1]
                 replies.append(Reply(f"Close enough.\nScore: {verdict(grade(tagged(reply), reference))}"))
         return replies
 

@@ -1,10 +1,13 @@
 """Test-wide settings: offline and quiet, whatever the caller's shell has."""
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from tasks.runtime.stage_server import SERVER_ENV as STAGE_SERVER_ENV
 from tests.end_to_end import END_TO_END
 from wander.core.offline import stay_offline
 
@@ -16,6 +19,32 @@ stay_offline()
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stage_server(tmp_path_factory):
+    """Every stage command a test starts runs in one warm stage server per worker (tasks/runtime/stage_server.py):
+    a pipeline's 8 stages import torch, TRL, MLflow and GX once, not 8 times (a smoke `dvc repro`: 82 s, 30 s).
+    Commands before it is ready, or whose environment it cannot match, run themselves; the tests of a stage's
+    own process tree use `stages_in_own_processes`."""
+    socket = tmp_path_factory.mktemp("stage-server") / "socket"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tasks.runtime.stage_server", str(socket)],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    os.environ[STAGE_SERVER_ENV] = str(socket)
+    yield
+    os.environ.pop(STAGE_SERVER_ENV, None)
+    server.terminate()
+    server.wait(timeout=60)
+
+
+@pytest.fixture
+def stages_in_own_processes(monkeypatch):
+    """Stage commands start as their own processes, as without a stage server: for the tests of their process tree."""
+    monkeypatch.delenv(STAGE_SERVER_ENV, raising=False)
 
 
 @pytest.fixture(autouse=True)

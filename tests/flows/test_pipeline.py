@@ -204,6 +204,7 @@ def prefect_states(root: Path) -> tuple[str, dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("stages_in_own_processes")  # its assertions read the stage's process tree
 def test_sigterm_or_sigint_stop_every_process_of_the_run_and_the_rerun_gives_the_uninterrupted_outputs(
     project, tmp_path
 ):

@@ -114,6 +114,7 @@ def test_sft_on_two_processes_keeps_the_replicas_identical_and_the_loss_of_one_p
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["rank 1 killed", "stage stopped"])
+@pytest.mark.usefixtures("stages_in_own_processes")  # its assertions read the stage's process tree
 def test_a_dead_rank_or_a_stop_ends_every_process_and_the_rerun_resumes_to_the_uninterrupted_model(
     tmp_path, sft_runs, curated, stop
 ):

@@ -64,6 +64,7 @@ def test_teacher_plays_every_spec_once_in_order(shared_params: dict, synthesized
     )  # journal cleaned up
 
 
+@pytest.mark.usefixtures("stages_in_own_processes")  # its assertions read the stage's process tree
 def test_killed_synthesis_resumes_without_loss_or_duplicates(
     tmp_path: Path, params_at, stage_config, shared_params: dict, generated: dict
 ) -> None:
@@ -187,6 +188,7 @@ def assert_stopped(proc: subprocess.Popen, helpers: list[int], tmp_path: Path, w
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("stages_in_own_processes")  # its assertions read the stage's process tree
 def test_sigterm_unwinds_a_stage_its_teacher_stopped_its_run_killed(
     tmp_path: Path, params_at, shared_params: dict, generated: dict
 ) -> None:
@@ -197,6 +199,7 @@ def test_sigterm_unwinds_a_stage_its_teacher_stopped_its_run_killed(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("stages_in_own_processes")  # its assertions read the stage's process tree
 def test_a_stage_stops_itself_when_its_runner_dies_even_by_sigkill(
     tmp_path: Path, params_at, shared_params: dict, generated: dict
 ) -> None:

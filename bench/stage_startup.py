@@ -1,16 +1,18 @@
-"""Each stage's start-up on the smoke profile, for the code at HEAD and at BASELINE, in one run (issue 66).
+"""Each stage's start-up on the smoke profile, as its own process and through a stage server, in one run (issue 66).
 
 Every stage is its own process (`python -m tasks.<stage>`), and a pipeline of 8 stages pays its start-up 8 times, the
-test suite's dozen pipelines about a hundred. Each version's stages run in turn in a scratch copy of that version
-(`git archive`, the smoke profile, MLflow on), each under `python -X importtime`:
+test suite's dozen pipelines about a hundred. Two scratch copies of the code at HEAD (`git archive`, the smoke
+profile, MLflow on) run their stages in turn, stage by stage, one copy each way (who goes first alternates, so neither
+finds the libraries in the page cache more often):
 
-- `wall_s`: the stage command, process start to exit;
-- `work_s`: the stage's own clock (`done in X s`: its MLflow run and `run()`, lazy imports included);
-- `startup_s`: the rest (interpreter, module imports, the params model's load and checks);
-- `imports_s`: every import of the process, when it happened, and `by_package` the top ones (cumulative seconds of the
-  imports made outside any other import, by top-level package): what a stage pays for a library it may not use.
+- `own_process`: `python -m tasks.<stage>`, as DVC runs it;
+- `served`: the same command with WANDER_STAGE_SERVER naming a stage server started for the bench
+  (tasks/runtime/stage_server.py: the libraries imported once, each stage a fork);
+- per stage `wall_s` (command start to exit), `work_s` (the stage's own clock, `done in X s`: its MLflow run and
+  `run()`), `startup_s` (the rest: interpreter, imports, the params' load and checks, the exit);
+- `served_over_own_process`: the sums' ratios. The server's own start-up (`server_ready_s`) is paid once per server.
 
-`-X importtime` itself slows imports a little, equally in both versions; the ratios are HEAD over BASELINE.
+`python -m bench.run bench.stage_startup` runs this alone.
 """
 
 from __future__ import annotations
@@ -23,16 +25,13 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
+from tasks.runtime.stage_server import SERVER_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
-# The code before issue 66's start-up cuts.
-BASELINE = "766b8e6"
 STAGES = ["build_model", "generate", "synthesize", "curate", "sft", "grpo", "evaluate", "register"]
 PROFILE = "smoke"
-TOP_PACKAGES = 8
-IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)$")
 DONE = re.compile(r"done in ([\d.]+) s")
 
 
@@ -60,52 +59,60 @@ def version_env(code: Path) -> dict[str, str]:
     return env
 
 
-def imports(stderr: str) -> tuple[float, dict[str, float]]:
-    """Seconds of all imports in an `-X importtime` log, and those of each top-level package."""
-    by_package: Counter[str] = Counter()
-    for line in stderr.splitlines():
-        found = IMPORT_LINE.match(line)
-        if found and not found.group(3):  # an import made by code, not by another import
-            by_package[found.group(4).split(".")[0]] += int(found.group(2)) / 1e6
-    return sum(by_package.values()), dict(by_package)
-
-
-def timed_stage(project: Path, stage: str) -> dict:
-    """One stage under `-X importtime` in `project`: wall, work, start-up and import seconds."""
+def timed_stage(project: Path, stage: str, server: str | None) -> dict:
+    """One stage in `project` (through the stage server at `server`, if given): wall, work and start-up seconds."""
+    env = version_env(project)
+    if server:
+        env[SERVER_ENV] = server
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", f"tasks.{stage}"],
+        [sys.executable, "-m", f"tasks.{stage}"],
         cwd=project,
-        env=version_env(project),
+        env=env,
         capture_output=True,
         text=True,
         timeout=1800,
     )
     wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"tasks.{stage} failed:\n{done.stderr[-3000:]}")
+    if done.returncode != 0 or "runs itself" in done.stderr:
+        raise RuntimeError(f"tasks.{stage} failed or was not served:\n{done.stderr[-3000:]}")
     work = float(DONE.findall(done.stderr)[-1])
-    total, by_package = imports(done.stderr)
-    top = dict(sorted(by_package.items(), key=lambda kv: -kv[1])[:TOP_PACKAGES])
-    return {
-        "wall_s": round(wall, 2),
-        "work_s": work,
-        "startup_s": round(wall - work, 2),
-        "imports_s": round(total, 2),
-        "by_package": {name: round(s, 2) for name, s in top.items()},
-    }
+    return {"wall_s": round(wall, 2), "work_s": work, "startup_s": round(wall - work, 2)}
+
+
+def start_server(project: Path, socket: Path) -> tuple[subprocess.Popen, float]:
+    """A stage server for `project`'s code, and the seconds it took to be ready."""
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tasks.runtime.stage_server", str(socket)],
+        cwd=project,
+        env=version_env(project),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    if not server.stdout.readline().startswith("stage server ready"):
+        raise RuntimeError("the stage server did not start")
+    return server, round(time.perf_counter() - start, 2)
 
 
 def run() -> dict:
-    """Every stage of the smoke pipeline at BASELINE and at HEAD, and the ratios."""
-    versions = {}
+    """Every stage of the smoke pipeline as its own process and through a stage server, and the ratios."""
+    modes = {"own_process": {}, "served": {}}
     with tempfile.TemporaryDirectory(prefix="wander-startup-") as tmp:
-        for name, commit in (("baseline", BASELINE), ("head", "HEAD")):
-            project = export(commit, Path(tmp) / name)
-            versions[name] = {stage: timed_stage(project, stage) for stage in STAGES}
-    base, head = versions["baseline"], versions["head"]
+        projects = {mode: export("HEAD", Path(tmp) / mode) for mode in modes}
+        server, ready = start_server(projects["served"], Path(tmp) / "socket")
+        try:
+            for i, stage in enumerate(STAGES):
+                for mode in sorted(modes, reverse=bool(i % 2)):
+                    socket = str(Path(tmp) / "socket") if mode == "served" else None
+                    modes[mode][stage] = timed_stage(projects[mode], stage, socket)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    own, served = modes["own_process"], modes["served"]
     ratios = {
-        key: round(sum(head[s][key] for s in STAGES) / sum(base[s][key] for s in STAGES), 3)
-        for key in ("wall_s", "startup_s", "imports_s")
+        key: round(sum(served[s][key] for s in STAGES) / sum(own[s][key] for s in STAGES), 3)
+        for key in ("wall_s", "startup_s")
     }
-    return {"baseline": BASELINE, "profile": PROFILE, "stages": versions, "head_over_baseline": ratios}
+    return {"profile": PROFILE, "server_ready_s": ready, "stages": modes, "served_over_own_process": ratios}

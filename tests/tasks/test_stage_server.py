@@ -19,7 +19,7 @@ from wander.core.process_tree import alive
 REPO = Path(__file__).resolve().parents[2]
 # A stage of the copy's own (the server's code has no such module): it reports what it runs in, then exits with
 # --exit, or with `sleep` starts a helper and waits for a stop, or with `killed` ends by SIGKILL.
-PROBE = '''
+PROBE = """
 import json, os, subprocess, sys, time
 from wander.core.process_tree import stop_on_signals, Stopped
 
@@ -42,7 +42,7 @@ if "sleep" in sys.argv:
 if "killed" in sys.argv:
     os.kill(os.getpid(), 9)
 sys.exit(int(sys.argv[sys.argv.index("--exit") + 1]) if "--exit" in sys.argv else 0)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,11 @@ def test_a_real_stage_says_the_same_through_the_server(project, server):
             )
             for extra in ({}, {SERVER_ENV: socket})
         )
-        assert (served.returncode, served.stdout, served.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+        assert (served.returncode, served.stdout, served.stderr) == (
+            plain.returncode,
+            plain.stdout,
+            plain.stderr,
+        )
     assert plain.returncode == 2 and "missing.yaml" in plain.stderr
 
 

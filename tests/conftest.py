@@ -22,11 +22,20 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _stage_server(tmp_path_factory):
+def _stage_server(request, tmp_path_factory):
     """Every stage command a test starts runs in one warm stage server per worker (tasks/runtime/stage_server.py):
     a pipeline's 8 stages import torch, TRL, MLflow and GX once, not 8 times (a smoke `dvc repro`: 82 s, 30 s).
     Commands before it is ready, or whose environment it cannot match, run themselves; the tests of a stage's
-    own process tree use `stages_in_own_processes`."""
+    own process tree use `stages_in_own_processes`. A session of quick tests only starts none (its imports would
+    take a core for ~15 s)."""
+    # Opt-in until the suite passes served: at d0683b3 ten tests failed with it (test_dvc_deps reads the stage's
+    # imports, which then include the server's client; test_launch; a killed rank) and pytest took 1,923 s, no faster.
+    if os.environ.get("WANDER_TEST_STAGE_SERVER") != "1" or not any(
+        item.get_closest_marker("slow") or item.get_closest_marker("end_to_end")
+        for item in request.session.items
+    ):
+        yield
+        return
     socket = tmp_path_factory.mktemp("stage-server") / "socket"
     server = subprocess.Popen(
         [sys.executable, "-m", "tasks.runtime.stage_server", str(socket)],

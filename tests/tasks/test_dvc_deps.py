@@ -23,7 +23,7 @@ from tasks.runtime.fingerprint import code_files
 
 ROOT = Path(__file__).resolve().parents[2]
 # Code that cannot change what a stage writes: the params model (its values are tracked as params), the stage
-# runner and its launcher of processes, MLflow tracking, resume fingerprints and journals, validation.
+# runner, its launcher of processes and its warm server, MLflow tracking, resume fingerprints and journals, validation.
 UNDECLARED = {
     "tasks/__init__.py",
     *(f"tasks/params/{file.name}" for file in (ROOT / "tasks" / "params").glob("*.py")),
@@ -31,6 +31,7 @@ UNDECLARED = {
     "tasks/runtime/fingerprint.py",
     "tasks/runtime/launch.py",  # the stage runner's launcher of a training stage's processes
     "tasks/runtime/stage.py",
+    "tasks/runtime/stage_server.py",  # runs a stage command in a warm fork: the same code, the same files
     "tasks/runtime/tracking.py",
     "tasks/runtime/validation.py",
 }

@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from wander.core.process_tree import stop_when_gone
+from wander.core.process_tree import signal_group, stop_when_gone
 
 SERVER_ENV = "WANDER_STAGE_SERVER"
 STAGE_MODULE = re.compile(r"tasks\.\w+")
@@ -83,11 +83,8 @@ def request_problem(request: dict, server_env: dict[str, str]) -> str | None:
     """Why the server cannot run `request` as a fresh process would, or None."""
     if os.path.realpath(request["executable"]) != os.path.realpath(sys.executable):
         return f"another Python ({request['executable']})"
-    differ = sorted(
-        k
-        for k in set(import_time_env(request["env"])) | set(server_env)
-        if import_time_env(request["env"]).get(k) != server_env.get(k)
-    )
+    command_env = import_time_env(request["env"])
+    differ = sorted(k for k in set(command_env) | set(server_env) if command_env.get(k) != server_env.get(k))
     return f"environment read at import differs: {', '.join(differ)}" if differ else None
 
 
@@ -267,12 +264,6 @@ class Server:
         for pid in self.children:
             signal_group(pid, signal.SIGTERM)
             self.kill_at.setdefault(pid, time.monotonic() + KILL_AFTER)
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    """Send `sig` to process group `pgid`, if any process of it is left."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def run_request(request: dict) -> int:

@@ -56,10 +56,8 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """A stage server of its own, ready (the suite's may still be loading its libraries)."""
-    socket = tmp_path_factory.mktemp("server") / "socket"
+def start_server(socket: Path) -> subprocess.Popen:
+    """A stage server on `socket`, once it says it is ready."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tasks.runtime.stage_server", str(socket)],
         cwd=REPO,
@@ -68,6 +66,14 @@ def server(tmp_path_factory):
         start_new_session=True,
     )
     assert proc.stdout.readline().startswith("stage server ready"), "the server did not start"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A stage server of its own, ready (the suite's may still be loading its libraries)."""
+    socket = tmp_path_factory.mktemp("server") / "socket"
+    proc = start_server(socket)
     yield proc, str(socket)
     proc.terminate()
     proc.wait(timeout=60)
@@ -185,14 +191,7 @@ def test_a_stage_killed_by_a_signal_leaves_its_command_killed_by_it(project, ser
 
 def test_a_stopped_server_stops_its_stages_first(project, tmp_path):
     socket = tmp_path / "socket"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tasks.runtime.stage_server", str(socket)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout.readline().startswith("stage server ready")
+    proc = start_server(socket)
     done = command(project, str(socket), "sleep")
     report = started(done)
     proc.terminate()
